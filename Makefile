@@ -1,0 +1,54 @@
+# slidelimit: `make demo` (no Redis needed) and `make test` (everything, from scratch).
+# Bindings add their own targets in mk/*.mk: TEST_TARGETS, BENCH_TARGETS and
+# CONFORMANCE_BINDINGS collect them.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+CARGO ?= cargo
+VECTORS ?= conformance/vectors
+CONFORMANCE_BINDINGS := memory rust
+TEST_TARGETS :=
+BENCH_TARGETS :=
+
+.PHONY: all demo test deps build lint test-rust conformance conformance-lint bench bench-rust clean
+
+all: build
+
+demo:
+	$(CARGO) run --quiet --release -p slidelimit --bin slidelimit -- simulate
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	$(CARGO) build --release -p slidelimit --bin slidelimit
+
+lint:
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test-rust: deps
+	scripts/with-redis.sh $(CARGO) test --workspace
+
+conformance-lint: deps
+	conformance/lint
+
+conformance: build
+	scripts/with-redis.sh conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)
+
+bench-rust: deps
+	scripts/with-redis.sh $(CARGO) bench -p slidelimit-core -p slidelimit
+
+bench: bench-rust
+
+clean:
+	$(CARGO) clean
+	rm -rf .tmp
+
+-include mk/*.mk
+
+test: lint test-rust conformance-lint conformance $(TEST_TARGETS)
+	@echo "make test: all passed"
+
+bench: $(BENCH_TARGETS)

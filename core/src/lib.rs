@@ -1,0 +1,40 @@
+//! slidelimit-core: the contract of slidelimit, with no I/O.
+//!
+//! Everything a binding needs to rate-limit through Redis and nothing that
+//! touches a socket or a clock: the Lua scripts and their SHA1, key naming
+//! (Cluster hash tags, tenant escaping, slot), policy validation, the KEYS and
+//! ARGV of one call, parsing the reply into a [`Decision`], one error taxonomy,
+//! and an in-memory engine with the same semantics. The normative description
+//! is `docs/protocol.md`.
+//!
+//! ```
+//! use slidelimit_core::{Algorithm, Decision, Mode, Policy};
+//!
+//! let policy = Policy::new("rl", "geocode", Algorithm::SlidingLog, 600, 60_000)?;
+//! let call = policy.build_call("tenant-17", 1, None, Mode::Acquire)?;
+//! assert_eq!(call.keys, ["rl:{geocode:tenant-17}:log:60000"]);
+//! // A binding sends EVALSHA call.script.sha1() with call.keys and call.args,
+//! // then parses the five integers it gets back:
+//! let decision = Decision::from_reply(&[1, 599, 0, 60_000, 1_764_475_200_000])?;
+//! assert!(decision.allowed);
+//! # Ok::<(), slidelimit_core::Error>(())
+//! ```
+
+mod decision;
+mod engine;
+mod error;
+mod key;
+mod policy;
+mod script;
+
+pub use decision::{Decision, REPLY_LEN};
+pub use engine::MemoryEngine;
+pub use error::{classify_server_error, Error, ErrorCode, Result, ServerErrorKind};
+pub use key::{
+    escape_tenant, slot, tenant_from_bytes, CLUSTER_SLOTS, MAX_NAME_LEN, MAX_TENANT_BYTES,
+};
+pub use policy::{check_now_ms, Algorithm, Policy, MAX_LIMIT_TIMES_WINDOW, MAX_NOW_MS};
+pub use script::{Mode, Script, ScriptCall};
+
+/// The crate version, reported by every binding.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -1,0 +1,200 @@
+//! A validated policy: which algorithm, how many permits per how long, and
+//! where its keys live.
+
+use crate::error::{Error, Result};
+use crate::key;
+
+/// limit * window_ms may not exceed this: Lua numbers are doubles, and every
+/// intermediate the scripts compute must stay an exact integer.
+pub const MAX_LIMIT_TIMES_WINDOW: u64 = 1 << 52;
+/// Caller-supplied times are bounded for the same reason.
+pub const MAX_NOW_MS: u64 = 1 << 52;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
+pub enum Algorithm {
+    /// Exact: one entry per admitted permit.
+    SlidingLog,
+    /// Approximate, O(1) memory: two fixed-window counts, the older weighted.
+    SlidingCounter,
+}
+
+impl Algorithm {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Algorithm::SlidingLog => "sliding_log",
+            Algorithm::SlidingCounter => "sliding_counter",
+        }
+    }
+
+    pub fn parse(s: &str) -> Result<Algorithm> {
+        match s {
+            "sliding_log" => Ok(Algorithm::SlidingLog),
+            "sliding_counter" => Ok(Algorithm::SlidingCounter),
+            other => Err(Error::invalid(
+                "algorithm",
+                format!("must be \"sliding_log\" or \"sliding_counter\", got {other:?}"),
+            )),
+        }
+    }
+
+    /// The tag in the key: `log` or `counter`.
+    pub fn key_tag(self) -> &'static str {
+        match self {
+            Algorithm::SlidingLog => "log",
+            Algorithm::SlidingCounter => "counter",
+        }
+    }
+}
+
+/// A rate-limit policy that has passed validation; only [`Policy::new`] makes one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Policy {
+    namespace: String,
+    resource: String,
+    algorithm: Algorithm,
+    limit: u64,
+    window_ms: u64,
+}
+
+impl Policy {
+    /// Validates every field; the error names the first field at fault.
+    pub fn new(
+        namespace: &str,
+        resource: &str,
+        algorithm: Algorithm,
+        limit: u64,
+        window_ms: u64,
+    ) -> Result<Policy> {
+        key::check_name("namespace", namespace)?;
+        key::check_name("resource", resource)?;
+        if limit < 1 {
+            return Err(Error::invalid("limit", "must be at least 1"));
+        }
+        if window_ms < 1 {
+            return Err(Error::invalid("window_ms", "must be at least 1"));
+        }
+        match limit.checked_mul(window_ms) {
+            Some(product) if product <= MAX_LIMIT_TIMES_WINDOW => {}
+            _ => {
+                return Err(Error::invalid(
+                    "limit",
+                    format!(
+                        "limit * window_ms = {limit} * {window_ms} exceeds 2^52; \
+                         lower the limit or the window"
+                    ),
+                ))
+            }
+        }
+        Ok(Policy {
+            namespace: namespace.to_owned(),
+            resource: resource.to_owned(),
+            algorithm,
+            limit,
+            window_ms,
+        })
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+    pub fn resource(&self) -> &str {
+        &self.resource
+    }
+    pub fn algorithm(&self) -> Algorithm {
+        self.algorithm
+    }
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+    pub fn window_ms(&self) -> u64 {
+        self.window_ms
+    }
+
+    /// The Redis key of `tenant` under this policy.
+    pub fn key(&self, tenant: &str) -> Result<String> {
+        key::build(
+            &self.namespace,
+            &self.resource,
+            tenant,
+            self.algorithm,
+            self.window_ms,
+        )
+    }
+
+    /// Checks a cost against this policy: 1 <= cost <= limit.
+    pub fn check_cost(&self, cost: u64) -> Result<()> {
+        if cost < 1 {
+            return Err(Error::invalid("cost", "must be at least 1"));
+        }
+        if cost > self.limit {
+            return Err(Error::invalid(
+                "cost",
+                format!(
+                    "{cost} exceeds the limit {}; such a request could never pass",
+                    self.limit
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks a caller-supplied time: 0 <= now_ms <= 2^52.
+pub fn check_now_ms(now_ms: u64) -> Result<()> {
+    if now_ms > MAX_NOW_MS {
+        return Err(Error::invalid("now_ms", "must be at most 2^52"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorCode;
+
+    fn field_of(r: Result<Policy>) -> &'static str {
+        let e = r.unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        e.field().unwrap()
+    }
+
+    #[test]
+    fn validation_names_the_field() {
+        let log = Algorithm::SlidingLog;
+        assert_eq!(field_of(Policy::new("", "geo", log, 1, 1)), "namespace");
+        assert_eq!(field_of(Policy::new("rl", "ge:o", log, 1, 1)), "resource");
+        assert_eq!(field_of(Policy::new("rl", "geo", log, 0, 1)), "limit");
+        assert_eq!(field_of(Policy::new("rl", "geo", log, 1, 0)), "window_ms");
+        assert_eq!(
+            field_of(Policy::new("rl", "geo", log, (1 << 26) + 1, 1 << 26)),
+            "limit"
+        );
+        assert_eq!(
+            field_of(Policy::new("rl", "geo", log, u64::MAX, 2)),
+            "limit"
+        );
+        assert!(Policy::new("rl", "geo", log, 1 << 26, 1 << 26).is_ok());
+    }
+
+    #[test]
+    fn cost_must_fit_the_limit() {
+        let p = Policy::new("rl", "geo", Algorithm::SlidingCounter, 3, 1000).unwrap();
+        assert!(p.check_cost(1).is_ok());
+        assert!(p.check_cost(3).is_ok());
+        assert_eq!(p.check_cost(0).unwrap_err().field(), Some("cost"));
+        assert_eq!(p.check_cost(4).unwrap_err().field(), Some("cost"));
+    }
+
+    #[test]
+    fn algorithm_names_round_trip() {
+        for a in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+            assert_eq!(Algorithm::parse(a.as_str()).unwrap(), a);
+        }
+        assert_eq!(
+            Algorithm::parse("fixed").unwrap_err().field(),
+            Some("algorithm")
+        );
+    }
+}

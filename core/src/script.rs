@@ -1,0 +1,195 @@
+//! The Lua scripts (embedded from `lua/`, the only copy) and the arguments of
+//! one call.
+
+use crate::error::Result;
+use crate::policy::{check_now_ms, Algorithm, Policy};
+use sha1::{Digest, Sha1};
+use std::sync::OnceLock;
+
+const SLIDING_LOG: &str = include_str!("../../lua/sliding_log.lua");
+const SLIDING_COUNTER: &str = include_str!("../../lua/sliding_counter.lua");
+/// Every script starts with this line; the peek variant swaps in `READ_ONLY`.
+const WRITABLE_LINE: &str = "local read_only = false\n";
+const READ_ONLY_LINE: &str = "local read_only = true\n";
+
+/// Whether a call records permits or only reports what it would decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    Acquire,
+    /// Same reply as `Acquire`, records nothing; the script issues no writes.
+    Peek,
+}
+
+/// One of the four scripts: an algorithm in a mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Script {
+    pub algorithm: Algorithm,
+    pub mode: Mode,
+}
+
+struct Compiled {
+    text: String,
+    sha1: String,
+}
+
+fn compile(source: &str, mode: Mode) -> Compiled {
+    let body = source
+        .strip_prefix(WRITABLE_LINE)
+        .expect("every script in lua/ starts with `local read_only = false`");
+    let text = match mode {
+        Mode::Acquire => source.to_owned(),
+        Mode::Peek => format!("{READ_ONLY_LINE}{body}"),
+    };
+    let sha1 = Sha1::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Compiled { text, sha1 }
+}
+
+impl Script {
+    pub const ALL: [Script; 4] = [
+        Script::new(Algorithm::SlidingLog, Mode::Acquire),
+        Script::new(Algorithm::SlidingLog, Mode::Peek),
+        Script::new(Algorithm::SlidingCounter, Mode::Acquire),
+        Script::new(Algorithm::SlidingCounter, Mode::Peek),
+    ];
+
+    pub const fn new(algorithm: Algorithm, mode: Mode) -> Script {
+        Script { algorithm, mode }
+    }
+
+    fn compiled(self) -> &'static Compiled {
+        static CELLS: [OnceLock<Compiled>; 4] = [
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+            OnceLock::new(),
+        ];
+        let (index, source) = match (self.algorithm, self.mode) {
+            (Algorithm::SlidingLog, Mode::Acquire) => (0, SLIDING_LOG),
+            (Algorithm::SlidingLog, Mode::Peek) => (1, SLIDING_LOG),
+            (Algorithm::SlidingCounter, Mode::Acquire) => (2, SLIDING_COUNTER),
+            (Algorithm::SlidingCounter, Mode::Peek) => (3, SLIDING_COUNTER),
+        };
+        CELLS[index].get_or_init(|| compile(source, self.mode))
+    }
+
+    /// The Lua source sent with EVAL or SCRIPT LOAD.
+    pub fn text(self) -> &'static str {
+        &self.compiled().text
+    }
+
+    /// Lower-case hex SHA1 of [`Script::text`], as EVALSHA expects.
+    pub fn sha1(self) -> &'static str {
+        &self.compiled().sha1
+    }
+
+    /// True for the peek variants, which can also run with EVALSHA_RO.
+    pub fn is_read_only(self) -> bool {
+        self.mode == Mode::Peek
+    }
+}
+
+/// Everything one EVALSHA needs: the script, KEYS and ARGV.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScriptCall {
+    pub script: Script,
+    pub keys: Vec<String>,
+    pub args: Vec<String>,
+}
+
+impl ScriptCall {
+    /// Cluster slot of the call's keys (all of them share one hash tag).
+    pub fn slot(&self) -> u16 {
+        crate::key::slot(&self.keys[0])
+    }
+}
+
+impl Policy {
+    /// Validates tenant, cost and time and builds the call. `now_ms = None`
+    /// lets the script read Redis `TIME` (one clock for every worker).
+    pub fn build_call(
+        &self,
+        tenant: &str,
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<ScriptCall> {
+        let key = self.key(tenant)?;
+        self.check_cost(cost)?;
+        if let Some(now) = now_ms {
+            check_now_ms(now)?;
+        }
+        Ok(ScriptCall {
+            script: Script::new(self.algorithm(), mode),
+            keys: vec![key],
+            args: vec![
+                self.limit().to_string(),
+                self.window_ms().to_string(),
+                cost.to_string(),
+                now_ms.map(|n| n.to_string()).unwrap_or_default(),
+            ],
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn four_distinct_scripts() {
+        let mut shas: Vec<&str> = Script::ALL.iter().map(|s| s.sha1()).collect();
+        shas.sort_unstable();
+        shas.dedup();
+        assert_eq!(shas.len(), 4);
+        for s in Script::ALL {
+            assert_eq!(s.sha1().len(), 40);
+            assert!(s.text().contains("redis.call"));
+            let first = s.text().lines().next().unwrap();
+            assert_eq!(first == "local read_only = true", s.is_read_only());
+        }
+    }
+
+    #[test]
+    fn sha1_is_of_the_text() {
+        // SHA1("abc") from FIPS 180 as a check of the hex encoding.
+        let abc: String = Sha1::digest(b"abc")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(abc, "a9993e364706816aba3e25717850c26c9cd0d89d");
+    }
+
+    #[test]
+    fn call_arguments_are_integer_strings() {
+        let p = Policy::new("rl", "geocode", Algorithm::SlidingLog, 600, 60_000).unwrap();
+        let c = p
+            .build_call("tenant-17", 2, Some(100_000_000_000_000), Mode::Acquire)
+            .unwrap();
+        assert_eq!(c.keys, vec!["rl:{geocode:tenant-17}:log:60000"]);
+        assert_eq!(c.args, vec!["600", "60000", "2", "100000000000000"]);
+        let server_time = p.build_call("t", 1, None, Mode::Peek).unwrap();
+        assert_eq!(server_time.args[3], "");
+        assert!(server_time.script.is_read_only());
+        assert_eq!(
+            p.build_call("t", 1, Some((1 << 52) + 1), Mode::Acquire)
+                .unwrap_err()
+                .field(),
+            Some("now_ms")
+        );
+        assert_eq!(
+            p.build_call("", 1, None, Mode::Acquire)
+                .unwrap_err()
+                .field(),
+            Some("tenant")
+        );
+        assert_eq!(
+            p.build_call("t", 601, None, Mode::Acquire)
+                .unwrap_err()
+                .field(),
+            Some("cost")
+        );
+    }
+}

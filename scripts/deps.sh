@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what `make test` needs and a fresh Debian machine may lack, from
+# Debian's packages and crates.io. Idempotent and quiet when all is there.
+set -euo pipefail
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v redis-cli >/dev/null || need+=(redis-tools)
+command -v valgrind >/dev/null || need+=(valgrind)
+command -v cc >/dev/null || need+=(gcc)
+if ! python3 -c 'import venv' 2>/dev/null; then need+=(python3-venv); fi
+for extra in ${SLIDELIMIT_EXTRA_DEBS:-}; do
+  dpkg -s "$extra" >/dev/null 2>&1 || need+=("$extra")
+done
+if ((${#need[@]})); then
+  echo "installing from Debian: ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+# Debian's package may start a system redis on 6379; tests never use it.

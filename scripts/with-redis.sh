@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs a command with a fresh redis-server of its own on a free loopback port:
+#   scripts/with-redis.sh COMMAND [ARGS...]
+# The command sees SLIDELIMIT_TEST_REDIS_URL (and SLIDELIMIT_TEST_REDIS_PORT);
+# the server is stopped by its pid afterwards, whatever the command returned.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+port=$("$here/free-port.sh")
+name="test-$port"
+"$here/redis.sh" start "$name" "$port" >/dev/null
+trap '"$here/redis.sh" stop "$name"' EXIT
+export SLIDELIMIT_TEST_REDIS_URL="redis://127.0.0.1:$port/"
+export SLIDELIMIT_TEST_REDIS_PORT="$port"
+"$@"
