@@ -1,0 +1,85 @@
+//! What core adds to every check: building the call (validation, key, ARGV)
+//! and parsing the five-integer reply. Target: under 1 microsecond together.
+//!
+//! `cargo bench -p slidelimit-core --bench check`
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use slidelimit_core::{Algorithm, Decision, MemoryEngine, Mode, Policy};
+use std::hint::black_box;
+use std::time::Duration;
+
+const NOW_MS: u64 = 1_800_000_000_000;
+const ALLOWED: [i64; 5] = [1, 599, 0, 60_000, 1_800_000_000_000];
+const DENIED: [i64; 5] = [0, 0, 137, 59_863, 1_800_000_000_000];
+
+fn policies() -> [Policy; 2] {
+    [Algorithm::SlidingLog, Algorithm::SlidingCounter]
+        .map(|a| Policy::new("rl", "geocode", a, 600, 60_000).expect("valid policy"))
+}
+
+fn check(c: &mut Criterion) {
+    let mut group = c.benchmark_group("core");
+    for policy in policies() {
+        let name = policy.algorithm().as_str();
+        // Server time (the production default): ARGV[4] is empty.
+        group.bench_function(BenchmarkId::new("build_call", name), |b| {
+            b.iter(|| {
+                policy
+                    .build_call(black_box("tenant-17"), 1, None, Mode::Acquire)
+                    .unwrap()
+            })
+        });
+        group.bench_function(BenchmarkId::new("build_call_at", name), |b| {
+            b.iter(|| {
+                policy
+                    .build_call(black_box("tenant-17"), 1, Some(NOW_MS), Mode::Acquire)
+                    .unwrap()
+            })
+        });
+        // One whole check as a binding does it, minus the network.
+        group.bench_function(BenchmarkId::new("build_and_parse", name), |b| {
+            b.iter(|| {
+                let call = policy
+                    .build_call(black_box("tenant-17"), 1, None, Mode::Acquire)
+                    .unwrap();
+                black_box(&call);
+                Decision::from_reply(black_box(&ALLOWED)).unwrap()
+            })
+        });
+        // The embedded engine (no Redis): a full 600-entry log or a counter in
+        // steady state, time advancing one permit interval per check.
+        group.bench_function(BenchmarkId::new("memory_engine_acquire", name), |b| {
+            let engine = MemoryEngine::new();
+            let mut now = NOW_MS;
+            b.iter(|| {
+                now += 100;
+                engine.acquire(&policy, "tenant-17", 1, now).unwrap()
+            })
+        });
+    }
+    for (name, reply) in [("allowed", ALLOWED), ("denied", DENIED)] {
+        group.bench_function(BenchmarkId::new("from_reply", name), |b| {
+            b.iter(|| Decision::from_reply(black_box(&reply)).unwrap())
+        });
+    }
+    // A tenant that needs escaping takes the slow path of key building.
+    let log = &policies()[0];
+    group.bench_function("build_call/escaped_tenant", |b| {
+        b.iter(|| {
+            log.build_call(black_box("team {a}%/ü"), 1, None, Mode::Acquire)
+                .unwrap()
+        })
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = benches;
+    // Modest times: the machine has 2 cores shared with other builds.
+    config = Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(30);
+    targets = check
+}
+criterion_main!(benches);

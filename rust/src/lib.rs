@@ -1,0 +1,194 @@
+//! slidelimit: distributed sliding-window rate limiting on Redis.
+//!
+//! Every worker, in any language, runs the same Lua script on the same key and
+//! shares one budget. This crate is the Rust binding: [`slidelimit_core`] owns
+//! the contract (keys, scripts, validation, replies); this crate only moves the
+//! call to Redis with the `redis` crate, standalone or Cluster, and back.
+//!
+//! ```no_run
+//! # async fn example() -> slidelimit::Result<()> {
+//! use slidelimit::{Algorithm, Limiter, Options, Policy};
+//!
+//! let policy = Policy::new("rl", "geocode", Algorithm::SlidingLog, 600, 60_000)?;
+//! let limiter = Limiter::connect("redis://127.0.0.1/", policy, Options::default()).await?;
+//! let decision = limiter.acquire("tenant-17").await?;
+//! if !decision.allowed {
+//!     // defer the job by decision.retry_after_ms instead of failing it
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod blocking;
+mod metrics;
+mod redis_io;
+
+pub use metrics::Metrics;
+pub use slidelimit_core::{
+    escape_tenant, slot, Algorithm, Decision, Error, ErrorCode, MemoryEngine, Mode, Policy, Result,
+    Script, ScriptCall,
+};
+
+use redis_io::Connection;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// How a [`Limiter`] talks to its store.
+#[derive(Clone)]
+pub struct Options {
+    /// Upper bound for one call, connecting and the NOSCRIPT retry included.
+    /// When it passes the call fails with `unavailable`, never with a decision.
+    pub timeout: Duration,
+    /// Prometheus metrics to update on every decision; `None` records nothing.
+    pub metrics: Option<Metrics>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            timeout: Duration::from_secs(1),
+            metrics: None,
+        }
+    }
+}
+
+#[derive(Clone)]
+enum Store {
+    Redis(Connection),
+    /// The embedded engine; the process's clock stands in for Redis `TIME`.
+    Memory(Arc<MemoryEngine>),
+}
+
+/// A rate limiter for one policy; cheap to clone, safe to share across tasks.
+#[derive(Clone)]
+pub struct Limiter {
+    policy: Arc<Policy>,
+    store: Store,
+    options: Options,
+}
+
+fn unavailable_after(timeout: Duration, what: &str) -> Error {
+    Error::new(
+        ErrorCode::Unavailable,
+        format!("redis did not answer {what} within {timeout:?}"),
+    )
+}
+
+fn system_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+impl Limiter {
+    /// Connects to a standalone Redis (`redis://` URL). The connection
+    /// reconnects by itself after a restart.
+    pub async fn connect(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
+        let timeout = options.timeout;
+        let connection = tokio::time::timeout(timeout, Connection::standalone(url, timeout))
+            .await
+            .map_err(|_| unavailable_after(timeout, "the connect"))??;
+        Ok(Self::with_store(policy, Store::Redis(connection), options))
+    }
+
+    /// Connects to a Redis Cluster through any of its nodes.
+    pub async fn connect_cluster(
+        urls: &[&str],
+        policy: Policy,
+        options: Options,
+    ) -> Result<Limiter> {
+        let timeout = options.timeout;
+        let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout))
+            .await
+            .map_err(|_| unavailable_after(timeout, "the connect"))??;
+        Ok(Self::with_store(policy, Store::Redis(connection), options))
+    }
+
+    /// A limiter on the embedded in-memory engine: one process, no Redis,
+    /// the same decisions.
+    pub fn memory(policy: Policy, options: Options) -> Limiter {
+        Self::with_store(
+            policy,
+            Store::Memory(Arc::new(MemoryEngine::new())),
+            options,
+        )
+    }
+
+    fn with_store(policy: Policy, store: Store, options: Options) -> Limiter {
+        Limiter {
+            policy: Arc::new(policy),
+            store,
+            options,
+        }
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Takes one permit for `tenant`, on the server's clock.
+    pub async fn acquire(&self, tenant: &str) -> Result<Decision> {
+        self.check(tenant, 1, None, Mode::Acquire).await
+    }
+
+    /// Takes `cost` permits at once (1 <= cost <= limit), on the server's clock.
+    pub async fn acquire_n(&self, tenant: &str, cost: u64) -> Result<Decision> {
+        self.check(tenant, cost, None, Mode::Acquire).await
+    }
+
+    /// Takes `cost` permits at the caller's time `now_ms` (replays, tests).
+    pub async fn acquire_at(&self, tenant: &str, cost: u64, now_ms: u64) -> Result<Decision> {
+        self.check(tenant, cost, Some(now_ms), Mode::Acquire).await
+    }
+
+    /// What `acquire_n(tenant, cost)` would answer now; records nothing.
+    pub async fn peek(&self, tenant: &str, cost: u64) -> Result<Decision> {
+        self.check(tenant, cost, None, Mode::Peek).await
+    }
+
+    /// What `acquire_at` would answer at `now_ms`; records nothing.
+    pub async fn peek_at(&self, tenant: &str, cost: u64, now_ms: u64) -> Result<Decision> {
+        self.check(tenant, cost, Some(now_ms), Mode::Peek).await
+    }
+
+    /// Forgets every permit recorded for `tenant` under this policy.
+    pub async fn reset(&self, tenant: &str) -> Result<()> {
+        let key = self.policy.key(tenant)?;
+        match &self.store {
+            Store::Memory(engine) => {
+                engine.reset(&self.policy, tenant)?;
+                Ok(())
+            }
+            Store::Redis(connection) => {
+                let timeout = self.options.timeout;
+                tokio::time::timeout(timeout, connection.delete(&key))
+                    .await
+                    .map_err(|_| unavailable_after(timeout, "DEL"))?
+            }
+        }
+    }
+
+    async fn check(
+        &self,
+        tenant: &str,
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<Decision> {
+        let call = self.policy.build_call(tenant, cost, now_ms, mode)?;
+        let reply = match &self.store {
+            Store::Memory(engine) => engine.eval(&call, system_now_ms())?.to_vec(),
+            Store::Redis(connection) => {
+                let timeout = self.options.timeout;
+                tokio::time::timeout(timeout, connection.run_script(&call))
+                    .await
+                    .map_err(|_| unavailable_after(timeout, "the script"))??
+            }
+        };
+        let decision = Decision::from_reply(&reply)?;
+        if let (Some(metrics), Mode::Acquire) = (&self.options.metrics, mode) {
+            metrics.observe(self.policy.resource(), tenant, &decision);
+        }
+        Ok(decision)
+    }
+}

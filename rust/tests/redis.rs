@@ -1,0 +1,308 @@
+//! The Rust binding against a real redis-server.
+
+mod common;
+
+use common::{raw_connection, redis_url, unique_namespace, OwnRedis};
+use slidelimit::{blocking, Algorithm, ErrorCode, Limiter, Metrics, Options, Policy};
+use std::time::{Duration, Instant};
+
+fn policy(algorithm: Algorithm, limit: u64, window_ms: u64) -> Policy {
+    Policy::new(
+        &unique_namespace("rl"),
+        "geocode",
+        algorithm,
+        limit,
+        window_ms,
+    )
+    .unwrap()
+}
+
+fn connect(policy: Policy) -> blocking::Limiter {
+    blocking::Limiter::connect(&redis_url(), policy, Options::default()).unwrap()
+}
+
+#[test]
+fn log_fills_to_the_limit_then_denies_with_the_oldest_entry() {
+    let limiter = connect(policy(Algorithm::SlidingLog, 3, 1000));
+    let t = 1_800_000_000_000;
+    for (i, now) in [t, t + 100, t + 200].into_iter().enumerate() {
+        let d = limiter.acquire_at("tenant-1", 1, now).unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 2 - i as u64);
+        assert_eq!(d.reset_after_ms, 1000);
+    }
+    let denied = limiter.acquire_at("tenant-1", 1, t + 300).unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(
+        denied.retry_after_ms, 700,
+        "the oldest entry (t) frees room at t + 1000"
+    );
+    assert_eq!(
+        denied.reset_after_ms, 900,
+        "the newest entry (t + 200) counts until t + 1200"
+    );
+    // Another tenant has its own budget.
+    assert!(limiter.acquire_at("tenant-2", 3, t + 300).unwrap().allowed);
+    // At exactly s + W the oldest entry stops counting.
+    assert!(limiter.acquire_at("tenant-1", 1, t + 1000).unwrap().allowed);
+}
+
+#[test]
+fn server_time_is_the_default() {
+    for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+        let limiter = connect(policy(algorithm, 2, 60_000));
+        let mut con = raw_connection();
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query(&mut con).unwrap();
+        let server_ms = secs * 1000 + micros / 1000;
+        let d = limiter.acquire("t").unwrap();
+        assert!(d.allowed);
+        assert!(
+            d.now_ms >= server_ms && d.now_ms < server_ms + 60_000,
+            "now_ms {} should come from Redis TIME ({server_ms})",
+            d.now_ms
+        );
+        assert!(limiter.acquire_n("t", 1).unwrap().allowed);
+        assert!(!limiter.acquire("t").unwrap().allowed);
+    }
+}
+
+#[test]
+fn peek_records_nothing_and_reset_forgets() {
+    for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+        let p = policy(algorithm, 2, 10_000);
+        let key = p.key("t").unwrap();
+        let limiter = connect(p);
+        let t = 1_800_000_000_000;
+        let peeked = limiter.peek_at("t", 1, t).unwrap();
+        let mut con = raw_connection();
+        let exists: bool = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
+        assert!(!exists, "peek must not create {key}");
+        let acquired = limiter.acquire_at("t", 1, t).unwrap();
+        assert_eq!(peeked, acquired, "peek answers what acquire would");
+        assert_eq!(limiter.peek_at("t", 1, t).unwrap().remaining, 0);
+        assert_eq!(
+            limiter.peek_at("t", 1, t).unwrap(),
+            limiter.acquire_at("t", 1, t).unwrap()
+        );
+        assert!(!limiter.acquire_at("t", 1, t).unwrap().allowed);
+        limiter.reset("t").unwrap();
+        let exists: bool = redis::cmd("EXISTS").arg(&key).query(&mut con).unwrap();
+        assert!(!exists);
+        assert!(limiter.acquire_at("t", 2, t).unwrap().allowed);
+    }
+}
+
+#[test]
+fn every_key_gets_a_ttl() {
+    for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+        let p = policy(algorithm, 5, 30_000);
+        let key = p.key("t").unwrap();
+        let limiter = connect(p);
+        limiter.acquire("t").unwrap();
+        let ttl: i64 = redis::cmd("PTTL")
+            .arg(&key)
+            .query(&mut raw_connection())
+            .unwrap();
+        let most = if algorithm == Algorithm::SlidingLog {
+            30_000
+        } else {
+            60_000
+        };
+        assert!(ttl > 0 && ttl <= most, "{algorithm:?} ttl {ttl}");
+    }
+}
+
+#[test]
+fn invalid_input_names_the_field() {
+    let limiter = connect(policy(Algorithm::SlidingLog, 3, 1000));
+    let cases = [
+        (limiter.acquire(""), "tenant"),
+        (limiter.acquire(&"x".repeat(513)), "tenant"),
+        (limiter.acquire_n("t", 0), "cost"),
+        (limiter.acquire_n("t", 4), "cost"),
+        (limiter.acquire_at("t", 1, (1 << 52) + 1), "now_ms"),
+        (limiter.peek("", 1), "tenant"),
+    ];
+    for (result, field) in cases {
+        let e = result.unwrap_err();
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(e.field(), Some(field));
+        assert!(e.to_string().contains(field), "{e}");
+    }
+    assert_eq!(limiter.reset("").unwrap_err().field(), Some("tenant"));
+    let bad_url = blocking::Limiter::connect(
+        "notaurl://x",
+        policy(Algorithm::SlidingLog, 1, 1),
+        Options::default(),
+    );
+    assert_eq!(bad_url.err().unwrap().field(), Some("url"));
+}
+
+#[test]
+fn a_flushed_script_cache_is_invisible() {
+    let limiter = connect(policy(Algorithm::SlidingCounter, 10, 60_000));
+    let t = 1_800_000_000_000;
+    assert_eq!(limiter.acquire_at("t", 1, t).unwrap().remaining, 9);
+    let _: () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query(&mut raw_connection())
+        .unwrap();
+    let d = limiter.acquire_at("t", 1, t).unwrap();
+    assert!(d.allowed);
+    assert_eq!(
+        d.remaining, 8,
+        "the retry after NOSCRIPT counted exactly once"
+    );
+}
+
+#[test]
+fn a_key_of_the_wrong_type_is_wrong_type() {
+    let p = policy(Algorithm::SlidingLog, 3, 1000);
+    let key = p.key("t").unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&key)
+        .arg("x")
+        .query(&mut raw_connection())
+        .unwrap();
+    let e = connect(p).acquire("t").unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
+}
+
+#[test]
+fn a_stopped_redis_is_unavailable_within_the_timeout() {
+    let mut own = OwnRedis::start();
+    let timeout = Duration::from_millis(300);
+    let options = Options {
+        timeout,
+        metrics: None,
+    };
+    let limiter = blocking::Limiter::connect(
+        &own.url(),
+        policy(Algorithm::SlidingLog, 3, 1000),
+        options.clone(),
+    )
+    .unwrap();
+    assert!(limiter.acquire("t").unwrap().allowed);
+    own.stop();
+    for _ in 0..3 {
+        let started = Instant::now();
+        let e = limiter.acquire("t").unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Unavailable, "{e}");
+        // Bounded by the timeout (plus scheduling slack), never a decision.
+        assert!(
+            started.elapsed() < timeout * 4,
+            "took {:?}",
+            started.elapsed()
+        );
+    }
+    let refused =
+        blocking::Limiter::connect(&own.url(), policy(Algorithm::SlidingLog, 3, 1000), options);
+    assert_eq!(refused.err().unwrap().code(), ErrorCode::Unavailable);
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_as_unavailable() {
+    // Accepts connections and never replies: the per-call timeout must end the wait.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let holder = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            match listener.accept() {
+                Ok((stream, _)) => held.push(stream),
+                Err(_) => break,
+            }
+        }
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    let timeout = Duration::from_millis(200);
+    let started = Instant::now();
+    let result = blocking::Limiter::connect(
+        &format!("redis://127.0.0.1:{port}/"),
+        policy(Algorithm::SlidingLog, 3, 1000),
+        Options {
+            timeout,
+            metrics: None,
+        },
+    );
+    assert_eq!(result.err().unwrap().code(), ErrorCode::Unavailable);
+    assert!(
+        started.elapsed() < timeout * 5,
+        "took {:?}",
+        started.elapsed()
+    );
+    drop(holder);
+}
+
+#[test]
+fn metrics_count_decisions() {
+    let registry = prometheus::Registry::new();
+    let metrics = Metrics::register(&registry, true).unwrap();
+    let p = policy(Algorithm::SlidingLog, 2, 60_000);
+    let limiter = blocking::Limiter::connect(
+        &redis_url(),
+        p,
+        Options {
+            timeout: Duration::from_secs(1),
+            metrics: Some(metrics),
+        },
+    )
+    .unwrap();
+    for _ in 0..5 {
+        limiter.acquire("tenant-9").unwrap();
+    }
+    let families = registry.gather();
+    let value = |name: &str| -> f64 {
+        let family = families.iter().find(|f| f.name() == name).unwrap();
+        let metric = &family.get_metric()[0];
+        let labels: Vec<(&str, &str)> = metric
+            .get_label()
+            .iter()
+            .map(|l| (l.name(), l.value()))
+            .collect();
+        if name != "ratelimit_wait_seconds" {
+            assert_eq!(labels, [("resource", "geocode"), ("tenant", "tenant-9")]);
+        }
+        if family.name() == "ratelimit_wait_seconds" {
+            metric.get_histogram().get_sample_count() as f64
+        } else {
+            metric.get_counter().get_value()
+        }
+    };
+    assert_eq!(value("ratelimit_allowed_total"), 2.0);
+    assert_eq!(value("ratelimit_denied_total"), 3.0);
+    assert_eq!(value("ratelimit_wait_seconds"), 3.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn async_limiter_shares_one_budget_across_tasks() {
+    let limiter = Limiter::connect(
+        &redis_url(),
+        policy(Algorithm::SlidingLog, 50, 60_000),
+        Options::default(),
+    )
+    .await
+    .unwrap();
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let mut allowed = 0;
+                for _ in 0..20 {
+                    if limiter.acquire("shared").await.unwrap().allowed {
+                        allowed += 1;
+                    }
+                }
+                allowed
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    assert_eq!(
+        total, 50,
+        "160 attempts against a limit of 50 admit exactly 50"
+    );
+}
