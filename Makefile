@@ -29,7 +29,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 test-rust: deps
-	scripts/with-redis.sh $(CARGO) test --workspace
+	scripts/with-redis.sh scripts/with-cluster.sh $(CARGO) test --workspace
 
 conformance-lint: deps
 	conformance/lint
@@ -38,7 +38,7 @@ conformance: build
 	scripts/with-redis.sh conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)
 
 bench-rust: deps
-	scripts/with-redis.sh $(CARGO) bench -p slidelimit-core -p slidelimit
+	$(BENCH_RUST_CMD)
 
 bench: bench-rust
 

@@ -7,7 +7,8 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v cc >/dev/null || need+=(gcc)
-if ! python3 -c 'import venv' 2>/dev/null; then need+=(python3-venv); fi
+# Debian's python3 has the venv module without ensurepip; only python3-venv makes `python3 -m venv` work.
+if ! python3 -c 'import venv, ensurepip' 2>/dev/null; then need+=(python3-venv); fi
 for extra in ${SLIDELIMIT_EXTRA_DEBS:-}; do
   dpkg -s "$extra" >/dev/null 2>&1 || need+=("$extra")
 done

@@ -39,6 +39,7 @@ stop)
     fi
     rm -f "$pidfile"
   fi
+  rm -rf "$root"
   ;;
 *)
   echo "usage: $0 start NAME PORT [options] | stop NAME" >&2

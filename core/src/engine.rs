@@ -310,3 +310,170 @@ fn sliding_counter(
         now_ms: a.now,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(algorithm: Algorithm, limit: u64, window_ms: u64) -> Policy {
+        Policy::new("rl", "geo", algorithm, limit, window_ms).unwrap()
+    }
+
+    fn d(allowed: bool, remaining: u64, retry: u64, reset: u64, now: u64) -> Decision {
+        Decision {
+            allowed,
+            remaining,
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+            now_ms: now,
+        }
+    }
+
+    #[test]
+    fn log_by_hand() {
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 3, 1000);
+        assert_eq!(
+            e.acquire(&p, "t", 2, 1000).unwrap(),
+            d(true, 1, 0, 1000, 1000)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 1, 1400).unwrap(),
+            d(true, 0, 0, 1000, 1400)
+        );
+        // count 3, cost 2: k = 2, the second oldest entry (1000) frees room at 2000.
+        assert_eq!(
+            e.acquire(&p, "t", 2, 1500).unwrap(),
+            d(false, 0, 500, 900, 1500)
+        );
+        // At 2000 both entries of 1000 expire; 1400 still counts.
+        assert_eq!(
+            e.acquire(&p, "t", 2, 2000).unwrap(),
+            d(true, 0, 0, 1000, 2000)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 1, 2399).unwrap(),
+            d(false, 0, 1, 601, 2399)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 1, 2400).unwrap(),
+            d(true, 0, 0, 1000, 2400)
+        );
+    }
+
+    #[test]
+    fn log_never_records_before_the_newest_entry() {
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 3, 1000);
+        e.acquire(&p, "t", 1, 5000).unwrap();
+        // A caller whose clock is 300 ms behind: recorded at 5000, not 4700.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 4700).unwrap(),
+            d(true, 1, 0, 1300, 4700)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 2, 5999).unwrap(),
+            d(false, 1, 1, 1, 5999)
+        );
+        assert!(e.acquire(&p, "t", 2, 6000).unwrap().allowed);
+    }
+
+    #[test]
+    fn counter_by_hand() {
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingCounter, 3, 1000);
+        for (i, now) in [1000, 1100, 1200].into_iter().enumerate() {
+            let got = e.acquire(&p, "t", 1, now).unwrap();
+            assert_eq!(got, d(true, 2 - i as u64, 0, 3000 - now, now));
+        }
+        // a = 3: next window, x' = 1000 - floor(2000 / 3) = 334; wait 700 + 334.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 1300).unwrap(),
+            d(false, 0, 1034, 1700, 1300)
+        );
+        // At 2333 the previous window still weighs 3 * 667 / 1000 > 2.
+        assert!(!e.peek(&p, "t", 1, 2333).unwrap().allowed);
+        assert!(e.peek(&p, "t", 1, 2334).unwrap().allowed);
+        // Same-window hint: a = 1 at 2500, b = 3; x = 1000 - floor(1000 / 3) = 667.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 2500).unwrap(),
+            d(true, 0, 0, 1500, 2500)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 1, 2600).unwrap(),
+            d(false, 0, 67, 1400, 2600)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 1, 2667).unwrap(),
+            d(true, 0, 0, 1333, 2667)
+        );
+    }
+
+    #[test]
+    fn peek_records_nothing() {
+        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+            let e = MemoryEngine::new();
+            let p = policy(algorithm, 1, 1000);
+            let peeked = e.peek(&p, "t", 1, 10).unwrap();
+            assert_eq!(e.key_count(), 0);
+            assert_eq!(peeked, e.acquire(&p, "t", 1, 10).unwrap());
+            assert!(!e.peek(&p, "t", 1, 10).unwrap().allowed);
+            assert!(e.reset(&p, "t").unwrap());
+            assert!(e.acquire(&p, "t", 1, 10).unwrap().allowed);
+        }
+    }
+
+    #[test]
+    fn idle_keys_are_dropped() {
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 5, 1000);
+        for i in 0..10_000u64 {
+            e.acquire(&p, &format!("tenant-{i}"), 1, i).unwrap();
+        }
+        // Every sweep keeps only keys that are still inside their window.
+        assert!(
+            e.key_count() <= 1000 + SWEEP_EVERY as usize,
+            "{}",
+            e.key_count()
+        );
+    }
+
+    #[test]
+    fn huge_costs_stay_cheap() {
+        // One run per timestamp: a cost of 2^40 is one entry, not 2^40.
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 1 << 41, 1000);
+        assert!(e.acquire(&p, "t", 1 << 40, 1).unwrap().allowed);
+        assert!(e.acquire(&p, "t", 1 << 40, 1).unwrap().allowed);
+        let denied = e.acquire(&p, "t", 1, 2).unwrap();
+        assert_eq!(denied, d(false, 0, 999, 999, 2));
+    }
+
+    #[test]
+    fn a_key_of_the_other_algorithm_is_wrong_type() {
+        let e = MemoryEngine::new();
+        let log = policy(Algorithm::SlidingLog, 3, 1000);
+        let mut call = log.build_call("t", 1, Some(1), Mode::Acquire).unwrap();
+        e.eval(&call, 0).unwrap();
+        call.script = crate::Script::new(Algorithm::SlidingCounter, Mode::Acquire);
+        assert_eq!(e.eval(&call, 0).unwrap_err().code(), ErrorCode::WrongType);
+    }
+
+    #[test]
+    fn shared_across_threads() {
+        let e = std::sync::Arc::new(MemoryEngine::new());
+        let p = policy(Algorithm::SlidingCounter, 100, 60_000);
+        let handles: Vec<_> = (0..4)
+            .map(|_| {
+                let (e, p) = (e.clone(), p.clone());
+                std::thread::spawn(move || {
+                    (0..50)
+                        .filter(|_| e.acquire(&p, "t", 1, 5).unwrap().allowed)
+                        .count()
+                })
+            })
+            .collect();
+        let allowed: usize = handles.into_iter().map(|h| h.join().unwrap()).sum();
+        assert_eq!(allowed, 100);
+    }
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# A local Redis Cluster of six redis-server processes (three masters, three
+# replicas) on loopback, each with its own port, directory and pid file:
+#   scripts/redis-cluster.sh start NAME PORT1 ... PORT6
+#   scripts/redis-cluster.sh stop NAME
+# Only the pids this script recorded are ever signalled.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cmd=${1:?start|stop}
+name=${2:?name}
+shift 2
+state="$here/../.tmp/cluster-$name"
+
+case "$cmd" in
+start)
+  (($# == 6)) || { echo "need six ports" >&2; exit 2; }
+  mkdir -p "$state"
+  printf '%s\n' "$@" >"$state/ports"
+  nodes=()
+  for port in "$@"; do
+    "$here/redis.sh" start "$name-$port" "$port" --cluster-enabled yes \
+      --cluster-config-file nodes.conf --cluster-node-timeout 2000 >/dev/null
+    nodes+=("127.0.0.1:$port")
+  done
+  redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$state/create.log" 2>&1 || {
+    cat "$state/create.log" >&2
+    exit 1
+  }
+  for _ in $(seq 1 200); do
+    if redis-cli -p "$1" cluster info 2>/dev/null | grep -q 'cluster_state:ok'; then
+      ok=1
+      for port in "$@"; do
+        redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+      done
+      if ((ok)); then
+        echo "cluster $name on ports $*" >&2
+        exit 0
+      fi
+    fi
+    sleep 0.1
+  done
+  echo "cluster $name did not reach cluster_state:ok" >&2
+  exit 1
+  ;;
+stop)
+  if [[ -f $state/ports ]]; then
+    while read -r port; do "$here/redis.sh" stop "$name-$port"; done <"$state/ports"
+    rm -rf "$state"
+  fi
+  ;;
+*)
+  echo "usage: $0 start NAME PORT1..PORT6 | stop NAME" >&2
+  exit 2
+  ;;
+esac
