@@ -1,0 +1,415 @@
+"""An independent model of the slidelimit contract, written from docs/protocol.md
+(DESIGN.md, "The contract") and never from the Rust or Lua code.
+
+Every expected value in conformance/vectors comes from here. Decisions are
+found by brute force over the plain definitions (a sliding log is a list of
+timestamps; "retry after" is the first future instant at which the same
+acquire would pass; "remaining" is how many more acquires of cost 1 would pass
+now), and each is then checked against the closed-form formulas of the
+contract. Any disagreement raises ModelError: that is a finding about the
+contract, not something to paper over.
+
+Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import binascii
+import bisect
+from dataclasses import dataclass
+
+MAX_LIMIT_TIMES_WINDOW = 2**52
+MAX_NOW_MS = 2**52
+MAX_NAME_LEN = 64
+MAX_TENANT_BYTES = 512
+CLUSTER_SLOTS = 16384
+NAME_CHARS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+)
+ALGORITHMS = {"sliding_log": "log", "sliding_counter": "counter"}
+
+# Brute-force searches walk millisecond by millisecond up to this many steps;
+# past it (day-long windows) they use an exhaustive search over the instants
+# where the state can change, which the linear walk cross-checks on every
+# smaller case.
+LINEAR_SCAN_LIMIT = 400_000
+# "remaining" is found by really performing cost-1 acquires on a copy of the
+# state, up to this many; beyond (limits near 2^42) only the formula is used.
+SIMULATE_LIMIT = 5_000
+
+
+class ModelError(AssertionError):
+    """The brute force and the closed form of the contract disagree."""
+
+
+class InvalidArgument(Exception):
+    """The contract says: invalid_argument."""
+
+
+def agree(what: str, brute, formula) -> None:
+    if brute != formula:
+        raise ModelError(f"{what}: brute force gives {brute}, formula gives {formula}")
+
+
+# ---------------------------------------------------------------- validation
+
+
+def check_name(value: str) -> None:
+    # Explicit character set: str.isalnum() would let "é" through.
+    if not 1 <= len(value) <= MAX_NAME_LEN or any(c not in NAME_CHARS for c in value):
+        raise InvalidArgument(value)
+
+
+def check_tenant(tenant: str) -> None:
+    # The bound is in UTF-8 bytes, not characters.
+    if not 1 <= len(tenant.encode("utf-8")) <= MAX_TENANT_BYTES:
+        raise InvalidArgument(tenant)
+
+
+def check_policy(p: dict) -> None:
+    check_name(p["namespace"])
+    check_name(p["resource"])
+    if p["limit"] < 1 or p["window_ms"] < 1:
+        raise InvalidArgument("limit/window_ms")
+    # Python integers do not overflow: 2^33 * 2^33 really is 2^66 here.
+    if p["limit"] * p["window_ms"] > MAX_LIMIT_TIMES_WINDOW:
+        raise InvalidArgument("limit * window_ms")
+
+
+def check_step(p: dict, now_ms: int, tenant: str, cost: int) -> None:
+    check_tenant(tenant)
+    if not 1 <= cost <= p["limit"]:
+        raise InvalidArgument("cost")
+    if not 0 <= now_ms <= MAX_NOW_MS:
+        raise InvalidArgument("now_ms")
+
+
+# ---------------------------------------------------------------------- keys
+
+
+def escape_tenant(tenant: str) -> str:
+    """Percent-encode %, {, }, bytes below 0x21 and 0x7F, byte by byte."""
+    out = bytearray()
+    for b in tenant.encode("utf-8"):
+        if b < 0x21 or b == 0x7F or b in b"%{}":
+            out += b"%%%02X" % b
+        else:
+            out.append(b)
+    return out.decode("utf-8")
+
+
+def cluster_slot(key: str) -> int:
+    """Redis Cluster's rule: hash what lies between the first '{' and the next
+    '}' when that is non-empty, else the whole key; CRC16/XMODEM mod 16384."""
+    data = key.encode("utf-8")
+    hashed = data
+    start = data.find(b"{")
+    if start >= 0:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            hashed = data[start + 1 : end]
+    return binascii.crc_hqx(hashed, 0) % CLUSTER_SLOTS
+
+
+def derive_key(namespace: str, resource: str, tenant: str, algorithm: str, window_ms: int):
+    """Returns (key, slot); raises InvalidArgument."""
+    check_name(namespace)
+    check_name(resource)
+    check_tenant(tenant)
+    escaped = escape_tenant(tenant)
+    key = f"{namespace}:{{{resource}:{escaped}}}:{ALGORITHMS[algorithm]}:{window_ms}"
+    slot = cluster_slot(key)
+    # The hash tag must be exactly {resource:tenant}: one slot per tenant.
+    agree("slot of the hash tag", slot, binascii.crc_hqx(f"{resource}:{escaped}".encode(), 0) % CLUSTER_SLOTS)
+    return key, slot
+
+
+# --------------------------------------------------------------- decisions
+
+
+@dataclass
+class Decision:
+    allowed: bool
+    remaining: int
+    retry_after_ms: int
+    reset_after_ms: int
+    now_ms: int
+
+    def as_dict(self) -> dict:
+        return {
+            "allowed": self.allowed,
+            "remaining": self.remaining,
+            "retry_after_ms": self.retry_after_ms,
+            "reset_after_ms": self.reset_after_ms,
+            "now_ms": self.now_ms,
+        }
+
+
+class SlidingLog:
+    """The exact log of one key: a plain list of admitted permit timestamps."""
+
+    def __init__(self, limit: int, window: int):
+        self.limit = limit
+        self.window = window
+        self.entries: list[int] = []
+        # Entries dropped so far and the latest time seen, to prove that a
+        # vector going back in time does not depend on when entries were dropped.
+        self.dropped: list[int] = []
+        self.latest_now: int | None = None
+        self.hits: set[str] = set()
+
+    def counts_at(self, s: int, t: int) -> bool:
+        # An entry at s no longer counts once s <= t - W.
+        return s > t - self.window
+
+    def count_at(self, t: int) -> int:
+        return sum(1 for s in self.entries if self.counts_at(s, t))
+
+    def passes(self, t: int, cost: int) -> bool:
+        return self.count_at(t) + cost <= self.limit
+
+    def acquire(self, now: int, cost: int) -> Decision:
+        W, L = self.window, self.limit
+        if self.latest_now is not None and now < self.latest_now:
+            stale = [s for s in self.dropped if self.counts_at(s, now)]
+            if stale:
+                raise ModelError(f"clock regression to {now} would revive dropped entries {stale}")
+        self.latest_now = now if self.latest_now is None else max(self.latest_now, now)
+
+        self.dropped += [s for s in self.entries if not self.counts_at(s, now)]
+        self.entries = [s for s in self.entries if self.counts_at(s, now)]
+        count = len(self.entries)
+        allowed = count + cost <= L
+        if allowed:
+            r = max([now] + self.entries)
+            self.entries += [r] * cost
+
+        remaining = self._brute_remaining(now)
+        reset_after = self._brute_reset(now)
+        retry_after = 0 if allowed else self._brute_retry(now, cost)
+
+        # The closed forms of the contract.
+        ordered = sorted(self.entries)
+        if allowed:
+            agree("log remaining", remaining, L - count - cost)
+            agree("log reset_after", reset_after, r + W - now)
+        else:
+            k = count + cost - L
+            self.hits.add("log-denied-k=1" if k == 1 else "log-denied-k>1")
+            agree("log remaining", remaining, max(0, L - count))
+            agree("log retry_after (k-th oldest)", retry_after, ordered[k - 1] + W - now)
+            agree("log reset_after", reset_after, ordered[-1] + W - now)
+            if retry_after <= 0:
+                raise ModelError("a denial must carry retry_after > 0")
+        return Decision(allowed, remaining, retry_after, reset_after, now)
+
+    def _brute_remaining(self, now: int) -> int:
+        headroom_hint = self.limit - len(self.entries)
+        if headroom_hint > SIMULATE_LIMIT:
+            return max(0, headroom_hint)  # formula only; see SIMULATE_LIMIT
+        copy = list(self.entries)
+        n = 0
+        # Really perform cost-1 acquires at the same instant until one fails.
+        while sum(1 for s in copy if self.counts_at(s, now)) + 1 <= self.limit:
+            copy.append(max([now] + copy))
+            n += 1
+        return n
+
+    def _change_points(self, now: int) -> list[int]:
+        # count_at(t) only changes when some entry stops counting, at s + W.
+        return sorted({now} | {s + self.window for s in self.entries if s + self.window > now})
+
+    def _first_instant(self, now: int, ok) -> int:
+        """First t >= now with ok(t), no other traffic: exhaustive over the
+        change points, and walked ms by ms as well when that is affordable."""
+        by_events = next(t for t in self._change_points(now) if ok(t))
+        if by_events - now <= LINEAR_SCAN_LIMIT:
+            ordered = sorted(self.entries)
+
+            def fast_count(t: int) -> int:
+                return len(ordered) - bisect.bisect_right(ordered, t - self.window)
+
+            t = now
+            while not ok(t, fast_count(t)):
+                t += 1
+            agree("first instant, ms walk vs change points", t, by_events)
+        return by_events
+
+    def _brute_retry(self, now: int, cost: int) -> int:
+        def ok(t, count=None):
+            count = self.count_at(t) if count is None else count
+            return count + cost <= self.limit
+
+        return self._first_instant(now, ok) - now
+
+    def _brute_reset(self, now: int) -> int:
+        def ok(t, count=None):
+            return (self.count_at(t) if count is None else count) == 0
+
+        return self._first_instant(now, ok) - now
+
+
+class SlidingCounter:
+    """The sliding window counter of one key: window start -> permits admitted."""
+
+    def __init__(self, limit: int, window: int):
+        self.limit = limit
+        self.window = window
+        self.counts: dict[int, int] = {}
+        self.hits: set[str] = set()
+
+    def window_of(self, t: int):
+        start = t - t % self.window
+        return start, t - start
+
+    def ab(self, t: int):
+        start, e = self.window_of(t)
+        return self.counts.get(start, 0), self.counts.get(start - self.window, 0), e
+
+    def passes(self, t: int, cost: int, extra_a: int = 0) -> bool:
+        W, L = self.window, self.limit
+        a, b, e = self.ab(t)
+        a += extra_a
+        # The estimate test, in integers.
+        return a * W + b * (W - e) + cost * W <= L * W
+
+    def weight_at(self, t: int) -> int:
+        """What still counts at t, scaled by W (0 = nothing)."""
+        a, b, e = self.ab(t)
+        return a * self.window + b * (self.window - e)
+
+    def acquire(self, now: int, cost: int) -> Decision:
+        W, L = self.window, self.limit
+        start, e = self.window_of(now)
+        a, b, _ = self.ab(now)
+        allowed = self.passes(now, cost)
+        a_after = a
+        if allowed:
+            a_after = a + cost
+            self.counts[start] = a_after
+            # Drop windows older than the previous one.
+            self.counts = {s: n for s, n in self.counts.items() if s >= start - W}
+
+        remaining = self._brute_remaining(now)
+        reset_after = self._first_instant(now, lambda t: self.weight_at(t) == 0) - now
+        retry_after = 0 if allowed else self._first_instant(now, lambda t: self.passes(t, cost)) - now
+
+        # The closed forms of the contract.
+        agree("counter remaining", remaining, max(0, (L * W - a_after * W - b * (W - e)) // W))
+        if a_after > 0:
+            want_reset = start + 2 * W - now
+        elif b > 0:
+            want_reset = start + W - now
+        else:
+            want_reset = 0
+        agree("counter reset_after", reset_after, want_reset)
+        if not allowed:
+            want_retry = None
+            if a + cost <= L and b > 0:
+                x = W - (L - cost - a) * W // b
+                if x < W:
+                    want_retry = max(x, e) - e
+                    self.hits.add("counter-retry-same-window")
+            if want_retry is None:
+                x_next = 0 if a == 0 else max(0, W - (L - cost) * W // a)
+                want_retry = (W - e) + x_next
+                self.hits.add("counter-retry-next-window")
+                self.hits.add("counter-retry-next-window-over-limit" if a + cost > L
+                              else "counter-retry-next-window-weight")
+                if x_next == 0:
+                    self.hits.add("counter-retry-next-window-start")
+                if x_next == W:
+                    self.hits.add("counter-retry-window-after-next")
+            agree("counter retry_after", retry_after, want_retry)
+            if retry_after <= 0:
+                raise ModelError("a denial must carry retry_after > 0")
+        return Decision(allowed, remaining, retry_after, reset_after, now)
+
+    def _brute_remaining(self, now: int) -> int:
+        a, b, e = self.ab(now)
+        hint = (self.limit * self.window - a * self.window - b * (self.window - e)) // self.window
+        if hint > SIMULATE_LIMIT:
+            return hint  # formula only; see SIMULATE_LIMIT
+        n = 0
+        # Really perform cost-1 acquires at the same instant until one fails.
+        while self.passes(now, 1, extra_a=n):
+            n += 1
+        return n
+
+    def _first_instant(self, now: int, ok) -> int:
+        """First t >= now with ok(t), no other traffic.
+
+        Within one window a and b are fixed and the previous window's weight
+        only falls as e grows, so ok is monotone there: binary-search each of
+        the windows now's, the next and the one after (by then a = b = 0 and
+        everything passes). Walked ms by ms as well when that is affordable."""
+        W = self.window
+        start, e = self.window_of(now)
+        found = None
+        for lo in (now, start + W, start + 2 * W):
+            hi = self.window_of(lo)[0] + W - 1
+            if not ok(hi):
+                continue
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if ok(mid):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            found = lo
+            break
+        if found is None:
+            raise ModelError("nothing passes within two windows")
+        if found - now <= LINEAR_SCAN_LIMIT:
+            t = now
+            while not ok(t):
+                t += 1
+            agree("first instant, ms walk vs per-window search", t, found)
+        return found
+
+
+# ----------------------------------------------------------------- vectors
+
+
+def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = None) -> list[dict]:
+    """Expectations for each step of a decision vector, from empty state;
+    `hits` collects which denial cases of the contract the vector reaches."""
+    try:
+        check_policy(policy)
+    except InvalidArgument:
+        return [{"error": "invalid_argument"} for _ in steps]
+    model = SlidingLog if policy["algorithm"] == "sliding_log" else SlidingCounter
+    state: dict[str, object] = {}
+    out = []
+    for step in steps:
+        try:
+            check_step(policy, step["now_ms"], step["tenant"], step["cost"])
+        except InvalidArgument:
+            out.append({"error": "invalid_argument"})
+            continue
+        # State lives per derived key: tenants that escape alike would share it.
+        key, _ = derive_key(policy["namespace"], policy["resource"], step["tenant"],
+                            policy["algorithm"], policy["window_ms"])
+        engine = state.setdefault(key, model(policy["limit"], policy["window_ms"]))
+        out.append(engine.acquire(step["now_ms"], step["cost"]).as_dict())
+    if hits is not None:
+        for engine in state.values():
+            hits |= engine.hits
+    return out
+
+
+def derive_key_expect(inp: dict) -> dict:
+    try:
+        key, slot = derive_key(inp["namespace"], inp["resource"], inp["tenant"],
+                               inp["algorithm"], inp["window_ms"])
+    except InvalidArgument:
+        return {"error": "invalid_argument"}
+    return {"key": key, "slot": slot}
+
+
+def self_test() -> None:
+    # CRC16/XMODEM check value, and the example of the Redis Cluster specification.
+    agree("crc16('123456789')", binascii.crc_hqx(b"123456789", 0), 0x31C3)
+    agree("slot of {user1000}", cluster_slot("{user1000}.following"), cluster_slot("{user1000}.followers"))
+    agree("slot of foo{}{bar}", cluster_slot("foo{}{bar}"), binascii.crc_hqx(b"foo{}{bar}", 0) % 16384)
+    agree("escape", escape_tenant("a}b{%\x00 \x7f!~é"), "a%7Db%7B%25%00%20%7F!~é")
