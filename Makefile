@@ -33,6 +33,7 @@ test-rust: deps
 
 conformance-lint: deps
 	conformance/lint
+	python3 -m unittest -q conformance/test_check.py
 
 conformance: build
 	scripts/with-redis.sh conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)

@@ -37,7 +37,8 @@ end
 
 local cur_start = now - math.fmod(now, window)
 local e = now - cur_start
-local counts = redis.call('HMGET', key, int(cur_start), int(cur_start - window))
+local cur_field = int(cur_start)
+local counts = redis.call('HMGET', key, cur_field, int(cur_start - window))
 local a = tonumber(counts[1]) or 0
 local b = tonumber(counts[2]) or 0
 
@@ -49,17 +50,20 @@ local a_after = a
 if allowed then
   a_after = a + cost
   if not read_only then
+    redis.call('HINCRBY', key, cur_field, ARGV[3])
     if a == 0 then
-      -- First permit of this window: drop fields older than the previous window.
+      -- First permit of this window. Fields older than the previous window
+      -- never count again: drop them. Nothing in the key counts past
+      -- cur_start + 2W, so one PEXPIRE per window keeps it exactly as long
+      -- as needed; later permits of the window need no call.
       local fields = redis.call('HKEYS', key)
       for _, field in ipairs(fields) do
         if tonumber(field) < cur_start - window then
           redis.call('HDEL', key, field)
         end
       end
+      redis.call('PEXPIRE', key, int(2 * window))
     end
-    redis.call('HINCRBY', key, int(cur_start), int(cost))
-    redis.call('PEXPIRE', key, int(2 * window))
   end
 end
 

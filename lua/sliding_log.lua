@@ -32,26 +32,31 @@ end
 
 -- An entry at s counts for now in [s, s + W): entries <= horizon are expired.
 local horizon = now - window
--- The oldest few entries arrive in one call; in steady state they hold every expired one.
-local head = redis.call('LRANGE', key, 0, 7)
+-- The two oldest entries arrive in one call: in steady state at most one of
+-- them has expired. (Every redis.call and every string-to-number conversion
+-- costs here, so the script makes as few as it can; see docs/benchmarks.md.)
+local head = redis.call('LRANGE', key, '0', '1')
+for i = 1, #head do
+  head[i] = tonumber(head[i])
+end
 local len = #head
-if len == 8 then
+if len == 2 then
   len = redis.call('LLEN', key)
 end
 local function at(i) -- 0-based index into the list as it is now
   if i < #head then
-    return tonumber(head[i + 1])
+    return head[i + 1]
   end
-  return tonumber(redis.call('LINDEX', key, i))
+  return tonumber(redis.call('LINDEX', key, int(i)))
 end
 
 local expired = 0
-while expired < #head and tonumber(head[expired + 1]) <= horizon do
+while expired < #head and head[expired + 1] <= horizon do
   expired = expired + 1
 end
-if expired == 8 and len > 8 then
+if expired == 2 and len > 2 then
   -- A long idle gap: binary-search the first live entry instead of walking.
-  local lo, hi = 8, len
+  local lo, hi = 2, len
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
     if at(mid) <= horizon then
@@ -63,10 +68,22 @@ if expired == 8 and len > 8 then
   expired = lo
 end
 
+local function drop_expired()
+  if expired == 1 then
+    redis.call('LPOP', key)
+  elseif expired > 1 then
+    redis.call('LTRIM', key, int(expired), '-1')
+  end
+end
+
 local count = len - expired
 local newest = nil
 if count > 0 then
-  newest = at(len - 1)
+  if len <= #head then
+    newest = head[len]
+  else
+    newest = tonumber(redis.call('LINDEX', key, '-1'))
+  end
 end
 
 if count + cost <= limit then
@@ -77,22 +94,22 @@ if count + cost <= limit then
   end
   local ttl = r + window - now
   if not read_only then
-    if expired > 0 then
-      redis.call('LTRIM', key, expired, -1)
-    end
+    drop_expired()
     local stamp = int(r)
-    local batch = {}
-    local left = cost
-    while left > 0 do
-      local n = math.min(left, 512)
-      for i = 1, n do
+    if cost == 1 then
+      redis.call('RPUSH', key, stamp)
+    else
+      -- Batches keep unpack() within Lua's stack limit for large costs.
+      local batch = {}
+      for i = 1, math.min(cost, 512) do
         batch[i] = stamp
       end
-      for i = n + 1, #batch do
-        batch[i] = nil
+      local left = cost
+      while left > 0 do
+        local n = math.min(left, 512)
+        redis.call('RPUSH', key, unpack(batch, 1, n))
+        left = left - n
       end
-      redis.call('RPUSH', key, unpack(batch))
-      left = left - n
     end
     redis.call('PEXPIRE', key, int(ttl))
   end
@@ -104,7 +121,7 @@ end
 local k = count + cost - limit
 local retry_after = at(expired + k - 1) + window - now
 local reset_after = newest + window - now
-if expired > 0 and not read_only then
-  redis.call('LTRIM', key, expired, -1)
+if not read_only then
+  drop_expired()
 end
 return {0, math.max(0, limit - count), retry_after, reset_after, now}

@@ -267,12 +267,13 @@ fn sliding_counter(
         let Value::Counter(fields) = &mut entry.value else {
             unreachable!("type checked above")
         };
-        if a_cur == 0 {
-            // Older than the previous window: can never count again.
-            fields.retain(|&start, _| start as i128 >= cur_start as i128 - w);
-        }
         *fields.entry(cur_start).or_insert(0) += a.cost;
-        entry.expires_at = a.now + 2 * a.window;
+        if a_cur == 0 {
+            // First permit of the window: older fields can never count again,
+            // and nothing here counts past cur_start + 2W.
+            fields.retain(|&start, _| start as i128 >= cur_start as i128 - w);
+            entry.expires_at = a.now + 2 * a.window;
+        }
     }
 
     let headroom = (limit - a_after) * w - b * (w - e);

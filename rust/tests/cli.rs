@@ -1,0 +1,332 @@
+//! The `slidelimit` binary as a user runs it: the demo's audited numbers, the
+//! replay log, and acquire/peek/reset against the test redis-server.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn slidelimit(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_slidelimit"))
+        .args(args)
+        .output()
+        .expect("run the slidelimit binary")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The summary row of one limiter: (allowed, denied, most in any rolling window, rest).
+fn summary_row(report: &str, limiter: &str) -> (u64, u64, u64, String) {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with(limiter))
+        .unwrap_or_else(|| panic!("no summary row for {limiter} in:\n{report}"));
+    let rest = line[limiter.len()..].trim_start();
+    let mut fields = rest.split_whitespace();
+    let mut number = || -> u64 { fields.next().unwrap().replace(',', "").parse().unwrap() };
+    let (allowed, denied, peak) = (number(), number(), number());
+    (allowed, denied, peak, rest.to_owned())
+}
+
+#[test]
+fn simulate_shows_the_fixed_window_burst_and_the_sliding_cap() {
+    let out = slidelimit(&["simulate"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+
+    let (allowed, denied, peak, rest) = summary_row(&report, "fixed window*");
+    assert_eq!(allowed + denied, 3_600);
+    assert_eq!(peak, 1_200, "{report}");
+    // "over 600: 12:00:59.xxx-12:01:00.xxx (1.9 s)": the 1,200 came within two seconds.
+    assert!(rest.contains("over 600: 12:00:59."), "{rest}");
+    assert!(rest.contains("-12:01:00."), "{rest}");
+
+    let (_, _, peak, rest) = summary_row(&report, "sliding log");
+    assert_eq!(
+        peak, 600,
+        "the log admits a full window and never more: {rest}"
+    );
+    assert!(rest.contains("never over 600"));
+
+    let (allowed, _, peak, _) = summary_row(&report, "sliding counter");
+    assert!(allowed > 600 && peak >= 600, "{report}");
+
+    // The timeline has a row of its own for each burst second.
+    assert!(report.lines().any(|l| l.starts_with("12:00:59 ")));
+    let burst = report
+        .lines()
+        .find(|l| l.starts_with("12:01:00 "))
+        .expect("a row for 12:01:00");
+    assert!(burst.contains("1,200!"), "{burst}");
+    assert!(report.lines().all(|l| l.chars().count() <= 100), "{report}");
+}
+
+#[test]
+fn simulate_is_deterministic_and_seeded() {
+    let args = ["simulate", "--pattern", "steady", "--duration-s", "30"];
+    let a = slidelimit(&args);
+    let b = slidelimit(&args);
+    assert!(a.status.success());
+    assert_eq!(a.stdout, b.stdout);
+    let c = slidelimit(&[&args[..], &["--seed", "7"]].concat());
+    assert!(c.status.success());
+    assert_ne!(a.stdout, c.stdout, "the seed moves the request times");
+}
+
+#[test]
+fn simulate_boundary_and_flags() {
+    let out = slidelimit(&[
+        "simulate",
+        "--pattern",
+        "boundary",
+        "--limit",
+        "50",
+        "--window-ms",
+        "10000",
+        "--workers",
+        "3",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert_eq!(summary_row(&report, "fixed window*").2, 100);
+    assert_eq!(summary_row(&report, "sliding log").2, 50);
+    assert!(report.contains("from 3 workers"));
+
+    let bad = slidelimit(&["simulate", "--limit", "0"]);
+    assert_eq!(bad.status.code(), Some(11));
+    assert!(stderr(&bad).starts_with("error: invalid_argument: limit:"));
+    let bad = slidelimit(&["simulate", "--start", "noon"]);
+    assert_eq!(bad.status.code(), Some(11));
+    assert!(stderr(&bad).contains("start:"));
+}
+
+#[test]
+fn simulate_on_redis_decides_like_the_embedded_engine() {
+    let ns = common::unique_namespace("cli-sim");
+    let url = common::redis_url();
+    let memory = slidelimit(&["simulate", "--workers", "4"]);
+    let redis = slidelimit(&[
+        "simulate",
+        "--workers",
+        "4",
+        "--redis",
+        &url,
+        "--namespace",
+        &ns,
+    ]);
+    assert!(redis.status.success(), "{}", stderr(&redis));
+    let without_engine = |o: &Output| -> Vec<String> {
+        stdout(o)
+            .lines()
+            .filter(|l| !l.contains("engine:"))
+            .map(str::to_owned)
+            .collect()
+    };
+    assert_eq!(without_engine(&memory), without_engine(&redis));
+    // A second run starts from reset keys, so it decides the same again.
+    let again = slidelimit(&[
+        "simulate",
+        "--workers",
+        "4",
+        "--redis",
+        &url,
+        "--namespace",
+        &ns,
+    ]);
+    assert_eq!(redis.stdout, again.stdout);
+}
+
+const VECTORS: &str = r#"{"format": "slidelimit-vectors/1", "vectors": [
+ {"name": "key/escape-brace", "kind": "key", "comment": "c",
+  "input": {"namespace": "rl", "resource": "geocode", "tenant": "a}b",
+            "algorithm": "sliding_log", "window_ms": 60000},
+  "expect": {"key": "rl:{geocode:a%7Db}:log:60000", "slot": 11133}},
+ {"name": "key/bad-algorithm", "kind": "key", "comment": "c",
+  "input": {"namespace": "rl", "resource": "geocode", "tenant": "t",
+            "algorithm": "fixed", "window_ms": 60000},
+  "expect": {"error": "invalid_argument"}},
+ {"name": "log/basic", "kind": "decision", "comment": "c",
+  "policy": {"namespace": "NS", "resource": "geocode",
+             "algorithm": "sliding_log", "limit": 3, "window_ms": 1000},
+  "steps": [
+    {"now_ms": 1000, "tenant": "t-1", "cost": 1,
+     "expect": {"allowed": true, "remaining": 2, "retry_after_ms": 0, "reset_after_ms": 1000, "now_ms": 1000}},
+    {"now_ms": 1000, "tenant": "t-1", "cost": 4, "expect": {"error": "invalid_argument"}},
+    {"now_ms": 1500, "tenant": "t-1", "cost": 3,
+     "expect": {"allowed": false, "remaining": 2, "retry_after_ms": 500, "reset_after_ms": 500, "now_ms": 1500}}]},
+ {"name": "policy/limit-zero", "kind": "decision", "comment": "c",
+  "policy": {"namespace": "NS", "resource": "geocode",
+             "algorithm": "sliding_counter", "limit": 0, "window_ms": 1000},
+  "steps": [
+    {"now_ms": 1000, "tenant": "t-1", "cost": 1, "expect": {"error": "invalid_argument"}},
+    {"now_ms": 1001, "tenant": "t-1", "cost": 1, "expect": {"error": "invalid_argument"}}]}
+]}"#;
+
+const LOG: &str = r#"{"vector":"key/escape-brace","key":"rl:{geocode:a%7Db}:log:60000","slot":11133}
+{"vector":"key/bad-algorithm","error":"invalid_argument"}
+{"vector":"log/basic","step":0,"allowed":true,"remaining":2,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":1000}
+{"vector":"log/basic","step":1,"error":"invalid_argument"}
+{"vector":"log/basic","step":2,"allowed":false,"remaining":2,"retry_after_ms":500,"reset_after_ms":500,"now_ms":1500}
+{"vector":"policy/limit-zero","step":0,"error":"invalid_argument"}
+{"vector":"policy/limit-zero","step":1,"error":"invalid_argument"}
+"#;
+
+fn vector_file(namespace: &str, text: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("{namespace}.json"));
+    std::fs::write(&path, text.replace("\"NS\"", &format!("\"{namespace}\""))).unwrap();
+    path
+}
+
+#[test]
+fn replay_prints_the_decision_log() {
+    let ns = common::unique_namespace("cli-replay");
+    let path = vector_file(&ns, VECTORS);
+    let file = path.to_str().unwrap();
+    let memory = slidelimit(&["replay", file]);
+    assert!(memory.status.success(), "{}", stderr(&memory));
+    assert_eq!(stdout(&memory), LOG);
+    // Twice against Redis: the keys are reset first, so the log is the same.
+    for _ in 0..2 {
+        let redis = slidelimit(&["replay", file, "--redis", &common::redis_url()]);
+        assert!(redis.status.success(), "{}", stderr(&redis));
+        assert_eq!(stdout(&redis), LOG);
+    }
+    std::fs::remove_file(path).unwrap();
+}
+
+#[test]
+fn replay_rejects_a_bad_file() {
+    let ns = common::unique_namespace("cli-bad");
+    for (bad, why) in [
+        (
+            VECTORS.replace("\"cost\": 4,", "\"cost\": 4, \"extra\": 1,"),
+            "extra",
+        ),
+        (VECTORS.replace("slidelimit-vectors/1", "v2"), "format"),
+        (
+            VECTORS.replace("\"kind\": \"key\"", "\"kind\": \"keys\""),
+            "kind",
+        ),
+        (VECTORS[..40].to_owned(), "EOF"),
+    ] {
+        let path = vector_file(&ns, &bad);
+        let out = slidelimit(&["replay", path.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(11), "{why}");
+        assert!(out.stdout.is_empty(), "no partial log for a bad file");
+        let err = stderr(&out);
+        assert!(
+            err.starts_with("error: invalid_argument: vector file") && err.contains(why),
+            "{err}"
+        );
+        std::fs::remove_file(path).unwrap();
+    }
+    let out = slidelimit(&["replay", "/nonexistent/vectors.json"]);
+    assert_eq!(out.status.code(), Some(11));
+}
+
+#[test]
+fn acquire_peek_reset_against_redis() {
+    let ns = common::unique_namespace("cli-acq");
+    let url = common::redis_url();
+    let call = |cmd: &str, extra: &[&str]| {
+        let mut args = vec![
+            cmd,
+            "--redis",
+            &url,
+            "--namespace",
+            &ns,
+            "--resource",
+            "geocode",
+            "--tenant",
+            "t 1",
+            "--window-ms",
+            "60000",
+        ];
+        args.extend_from_slice(extra);
+        slidelimit(&args)
+    };
+    let at = |now: &'static str| ["--limit", "2", "--now-ms", now, "--json"];
+
+    let out = call("acquire", &at("1000"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "{\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_after_ms\":60000,\"now_ms\":1000}\n"
+    );
+    let out = call("peek", &[&at("2000")[..], &["--cost", "2"]].concat());
+    assert_eq!(out.status.code(), Some(1), "denied exits 1");
+    assert!(
+        stdout(&out).starts_with("{\"allowed\":false,\"remaining\":1,\"retry_after_ms\":59000,")
+    );
+    let out = call("acquire", &at("2000"));
+    assert_eq!(out.status.code(), Some(0));
+    let out = call("acquire", &["--limit", "2", "--now-ms", "3000"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stdout(&out).starts_with("denied (cost 1): 0 remaining, retry after 58000 ms"));
+
+    let out = call("reset", &["--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{{\"reset\":true,\"key\":\"{ns}:{{geocode:t%201}}:log:60000\"}}\n")
+    );
+    let out = call("acquire", &at("3000"));
+    assert_eq!(out.status.code(), Some(0), "the reset emptied the log");
+
+    // Server time when --now-ms is absent.
+    let out = call("peek", &["--limit", "2", "--json"]);
+    assert!(out.status.success());
+    assert!(!stdout(&out).contains("\"now_ms\":3000}"));
+}
+
+#[test]
+fn errors_have_a_code_and_an_exit_status() {
+    let url = common::redis_url();
+    let base = |resource: &'static str, redis: String, extra: &[&'static str]| {
+        let mut args: Vec<String> = ["acquire", "--resource", resource, "--tenant", "t"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        args.extend(["--redis".to_owned(), redis]);
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Command::new(env!("CARGO_BIN_EXE_slidelimit"))
+            .args(&args)
+            .output()
+            .unwrap()
+    };
+    let limits = ["--limit", "5", "--window-ms", "1000"];
+    let out = base("geo:code", url.clone(), &limits);
+    assert_eq!(out.status.code(), Some(11));
+    assert!(stderr(&out).starts_with("error: invalid_argument: resource:"));
+    let out = base(
+        "geo",
+        url.clone(),
+        &[&limits[..], &["--cost", "6"]].concat(),
+    );
+    assert_eq!(out.status.code(), Some(11));
+    assert!(stderr(&out).starts_with("error: invalid_argument: cost:"));
+    let out = base(
+        "geo",
+        url.clone(),
+        &[&limits[..], &["--algorithm", "fixed"]].concat(),
+    );
+    assert!(stderr(&out).starts_with("error: invalid_argument: algorithm:"));
+
+    let nobody = format!("redis://127.0.0.1:{}/", common::free_port());
+    let out = base(
+        "geo",
+        nobody,
+        &[&limits[..], &["--timeout-ms", "500"]].concat(),
+    );
+    assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("error: unavailable:"));
+    assert!(
+        out.stdout.is_empty(),
+        "an unreachable Redis is never a decision"
+    );
+}
