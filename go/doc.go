@@ -1,0 +1,25 @@
+// Package slidelimit is distributed sliding-window rate limiting on Redis,
+// sharing one budget with every other slidelimit binding (Rust, Node, ...).
+//
+// It is a thin shell: key naming, validation, the Lua scripts, reply parsing,
+// error classification and the in-memory engine all come from slidelimit-core
+// through its C ABI (ffi-c/); go-redis v9 runs the scripts, standalone or
+// Cluster, with EVALSHA and the NOSCRIPT fallback.
+//
+//	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
+//	limiter, err := slidelimit.New(client, slidelimit.Policy{
+//		Namespace: "rl", Resource: "geocode", Algorithm: slidelimit.SlidingLog,
+//		Limit: 600, WindowMs: 60_000,
+//	})
+//	if err != nil { ... }
+//	defer limiter.Close()
+//	d, err := limiter.Acquire(ctx, "tenant-17")
+//	switch {
+//	case errors.Is(err, slidelimit.ErrUnavailable): // Redis down or slow: your call
+//	case err != nil: // a bug or a bad tenant
+//	case !d.Allowed: // come back after d.RetryAfter()
+//	}
+//
+// Redis errors are never decisions: an unreachable or slow Redis is
+// ErrUnavailable, never "denied" and never "allowed".
+package slidelimit

@@ -1,0 +1,103 @@
+package slidelimit
+
+// #include "slidelimit.h"
+import "C"
+
+import (
+	"errors"
+	"sync"
+)
+
+// Code is one of the stable error codes every slidelimit binding shares (the
+// numbers are the C ABI's). Each Code is also the sentinel for errors.Is:
+//
+//	if errors.Is(err, slidelimit.ErrUnavailable) { /* Redis down or slow */ }
+type Code uint32
+
+// One sentinel per core code, with the same numbers as the C ABI.
+const (
+	// ErrInvalidArgument: a policy, tenant, cost or time that breaks the
+	// contract; the message names the field.
+	ErrInvalidArgument Code = C.SLIDELIMIT_RESULT_INVALID_ARGUMENT
+	// ErrUnavailable: Redis could not be reached or did not answer within the
+	// timeout. The check may or may not have been recorded.
+	ErrUnavailable Code = C.SLIDELIMIT_RESULT_UNAVAILABLE
+	// ErrScriptError: Redis ran the script and it failed.
+	ErrScriptError Code = C.SLIDELIMIT_RESULT_SCRIPT_ERROR
+	// ErrWrongType: the key holds a type the algorithm does not use.
+	ErrWrongType Code = C.SLIDELIMIT_RESULT_WRONG_TYPE
+	// ErrMalformedReply: the reply was not the five integers of the contract.
+	ErrMalformedReply Code = C.SLIDELIMIT_RESULT_MALFORMED_REPLY
+	// ErrPermissionDenied: the server refused the command for this user (ACL).
+	ErrPermissionDenied Code = C.SLIDELIMIT_RESULT_PERMISSION_DENIED
+	// ErrInternal: a bug in slidelimit.
+	ErrInternal Code = C.SLIDELIMIT_RESULT_INTERNAL
+)
+
+// ErrClosed is returned by a Limiter used after Close.
+var ErrClosed = errors.New("slidelimit: limiter is closed")
+
+var (
+	namesOnce sync.Once
+	names     map[Code]string
+)
+
+// String is the code's stable tag, e.g. "invalid_argument" (core's name).
+func (c Code) String() string {
+	namesOnce.Do(func() {
+		names = make(map[Code]string)
+		for _, known := range []Code{ErrInvalidArgument, ErrUnavailable, ErrScriptError,
+			ErrWrongType, ErrMalformedReply, ErrPermissionDenied, ErrInternal} {
+			names[known] = resultName(known)
+		}
+	})
+	if name, ok := names[c]; ok {
+		return name
+	}
+	return resultName(c)
+}
+
+// Error makes each Code usable as a sentinel error.
+func (c Code) Error() string { return "slidelimit: " + c.String() }
+
+// Error is what every failing call returns: a stable Code, a message that
+// names the field at fault when there is one, and the underlying cause (for
+// example go-redis's error) when there is one.
+type Error struct {
+	Code    Code
+	Message string
+	Err     error
+}
+
+func (e *Error) Error() string {
+	s := "slidelimit: " + e.Code.String()
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Err != nil {
+		s += ": " + e.Err.Error()
+	}
+	return s
+}
+
+// Is matches the sentinel of the error's code.
+func (e *Error) Is(target error) bool {
+	c, ok := target.(Code)
+	return ok && c == e.Code
+}
+
+// Unwrap exposes the cause (so errors.Is(err, context.DeadlineExceeded) works).
+func (e *Error) Unwrap() error { return e.Err }
+
+// CodeOf returns the code of a slidelimit error, and false for any other error.
+func CodeOf(err error) (Code, bool) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code, true
+	}
+	var c Code
+	if errors.As(err, &c) {
+		return c, true
+	}
+	return 0, false
+}

@@ -1,0 +1,340 @@
+package slidelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Algorithm names a rate-limiting algorithm by its contract name.
+type Algorithm string
+
+const (
+	// SlidingLog is exact: one entry per admitted permit.
+	SlidingLog Algorithm = "sliding_log"
+	// SlidingCounter is approximate with O(1) memory per tenant.
+	SlidingCounter Algorithm = "sliding_counter"
+)
+
+// Policy is one rate limit: at most Limit permits per rolling WindowMs
+// milliseconds for each tenant, under keys `<Namespace>:{<Resource>:<tenant>}:...`.
+// It is validated by slidelimit-core when a Limiter is made.
+type Policy struct {
+	Namespace string
+	Resource  string
+	Algorithm Algorithm
+	Limit     uint64
+	WindowMs  uint64
+}
+
+// Decision is what a check answered. Times are milliseconds.
+type Decision struct {
+	Allowed bool
+	// Remaining is how many permits of cost 1 would still pass at NowMs.
+	Remaining uint64
+	// RetryAfterMs is 0 when allowed; else how long until a retry of the same
+	// cost passes, assuming no other traffic.
+	RetryAfterMs uint64
+	// ResetAfterMs is how long until the key holds nothing that still counts.
+	ResetAfterMs uint64
+	// NowMs is the time of the decision (Redis TIME, or the caller's time).
+	NowMs uint64
+}
+
+// RetryAfter is RetryAfterMs as a Duration.
+func (d Decision) RetryAfter() time.Duration { return time.Duration(d.RetryAfterMs) * time.Millisecond }
+
+// ResetAfter is ResetAfterMs as a Duration.
+func (d Decision) ResetAfter() time.Duration { return time.Duration(d.ResetAfterMs) * time.Millisecond }
+
+// DefaultTimeout bounds every Redis call unless WithTimeout says otherwise.
+const DefaultTimeout = time.Second
+
+type config struct {
+	timeout time.Duration
+	metrics *Metrics
+	clock   func() time.Time
+}
+
+// Option configures a Limiter.
+type Option func(*config)
+
+// WithTimeout bounds each Redis call; past it the check fails with
+// ErrUnavailable (never a decision). Default DefaultTimeout.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithMetrics records every acquire's decision in m.
+func WithMetrics(m *Metrics) Option { return func(c *config) { c.metrics = m } }
+
+// WithClock sets the clock of the memory engine, which stands in for Redis
+// TIME (default time.Now). Limiters on Redis ignore it.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// Limiter checks one Policy, on Redis (New) or in memory (NewMemory). It is
+// safe for concurrent use. Close releases the C memory it holds.
+type Limiter struct {
+	policy Policy
+	handle *policyHandle
+	cfg    config
+
+	// On Redis:
+	client           redis.UniversalClient
+	acquire, peek    script
+	clientHonoursCtx bool
+
+	// In memory:
+	memory *memoryHandle
+}
+
+// New makes a Limiter that runs core's scripts on Redis through client (a
+// *redis.Client, *redis.ClusterClient or any UniversalClient). Checks use
+// Redis TIME unless a ...At method passes the caller's time.
+//
+// go-redis ignores context deadlines unless the client was made with
+// ContextTimeoutEnabled; with such a client the timeout interrupts the socket
+// read directly, otherwise the Limiter stops waiting for the reply itself.
+func New(client redis.UniversalClient, p Policy, opts ...Option) (*Limiter, error) {
+	if client == nil {
+		return nil, &Error{Code: ErrInvalidArgument, Message: "client: must not be nil"}
+	}
+	l, err := newLimiter(p, opts)
+	if err != nil {
+		return nil, err
+	}
+	alg, err := parseAlgorithm(string(p.Algorithm))
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	if l.acquire, err = loadScript(alg, modeAcquire); err == nil {
+		l.peek, err = loadScript(alg, modePeek)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	l.client = client
+	l.clientHonoursCtx = honoursContext(client)
+	return l, nil
+}
+
+// NewMemory makes a Limiter on core's in-memory engine, with the same
+// decisions as Redis: for tests and single-process use.
+func NewMemory(p Policy, opts ...Option) (*Limiter, error) {
+	l, err := newLimiter(p, opts)
+	if err != nil {
+		return nil, err
+	}
+	if l.memory, err = newMemoryHandle(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+func newLimiter(p Policy, opts []Option) (*Limiter, error) {
+	cfg := config{timeout: DefaultTimeout, clock: time.Now}
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	if cfg.timeout <= 0 {
+		return nil, &Error{Code: ErrInvalidArgument, Message: "timeout: must be positive"}
+	}
+	h, err := newPolicyHandle(p)
+	if err != nil {
+		return nil, err
+	}
+	return &Limiter{policy: p, handle: h, cfg: cfg}, nil
+}
+
+func honoursContext(client redis.UniversalClient) bool {
+	switch c := client.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return false
+}
+
+// Policy is the policy the Limiter checks.
+func (l *Limiter) Policy() Policy { return l.policy }
+
+// Close releases the C memory the Limiter holds; it does not close the Redis
+// client. Safe to call more than once; later checks return ErrClosed.
+func (l *Limiter) Close() error {
+	l.handle.free()
+	if l.memory != nil {
+		l.memory.free()
+	}
+	return nil
+}
+
+// Key is the Redis key of tenant under the Limiter's policy.
+func (l *Limiter) Key(tenant string) (string, error) { return l.handle.key(tenant) }
+
+// Acquire takes one permit for tenant, at Redis time.
+func (l *Limiter) Acquire(ctx context.Context, tenant string) (Decision, error) {
+	return l.check(ctx, tenant, 1, nil, modeAcquire)
+}
+
+// AcquireN takes cost permits for tenant at once (all or none), at Redis time.
+func (l *Limiter) AcquireN(ctx context.Context, tenant string, cost uint64) (Decision, error) {
+	return l.check(ctx, tenant, cost, nil, modeAcquire)
+}
+
+// AcquireAt is AcquireN at the caller's time nowMs (milliseconds since the
+// epoch, or any clock every worker shares): for tests and replays.
+func (l *Limiter) AcquireAt(ctx context.Context, tenant string, cost, nowMs uint64) (Decision, error) {
+	return l.check(ctx, tenant, cost, &nowMs, modeAcquire)
+}
+
+// Peek answers what AcquireN would, recording nothing.
+func (l *Limiter) Peek(ctx context.Context, tenant string, cost uint64) (Decision, error) {
+	return l.check(ctx, tenant, cost, nil, modePeek)
+}
+
+// PeekAt is Peek at the caller's time nowMs.
+func (l *Limiter) PeekAt(ctx context.Context, tenant string, cost, nowMs uint64) (Decision, error) {
+	return l.check(ctx, tenant, cost, &nowMs, modePeek)
+}
+
+// Reset forgets everything recorded for tenant; true if anything was.
+func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
+	if l.memory != nil {
+		return l.memory.reset(l.handle, tenant)
+	}
+	key, err := l.handle.key(tenant)
+	if err != nil {
+		return false, err
+	}
+	var removed int64
+	err = l.bounded(ctx, func(ctx context.Context) error {
+		n, err := l.client.Del(ctx, key).Result()
+		removed = n
+		return err
+	})
+	if err != nil {
+		return false, l.redisError(err)
+	}
+	return removed > 0, nil
+}
+
+func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {
+	var d Decision
+	var err error
+	if l.memory != nil {
+		at := uint64(l.cfg.clock().UnixMilli())
+		if now != nil {
+			at = *now
+		}
+		d, err = l.memory.check(l.handle, tenant, cost, at, mode)
+	} else {
+		d, err = l.checkRedis(ctx, tenant, cost, now, mode)
+	}
+	if err == nil && mode == modeAcquire && l.cfg.metrics != nil {
+		l.cfg.metrics.Observe(l.policy.Resource, tenant, d)
+	}
+	return d, err
+}
+
+func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {
+	call, err := l.handle.buildCall(tenant, cost, now, mode)
+	if err != nil {
+		return Decision{}, err
+	}
+	sc := l.acquire
+	if mode == modePeek {
+		sc = l.peek
+	}
+	var reply any
+	err = l.bounded(ctx, func(ctx context.Context) error {
+		var err error
+		reply, err = l.evalSha(ctx, sc, call)
+		return err
+	})
+	if err != nil {
+		return Decision{}, l.redisError(err)
+	}
+	ints, err := replyInts(reply)
+	if err != nil {
+		return Decision{}, err
+	}
+	return parseReply(ints)
+}
+
+// evalSha sends EVALSHA and, on NOSCRIPT (a restarted node, a failover, a
+// Cluster node never used before), EVAL on the same keys, so on the same node,
+// exactly once. A NOSCRIPT never double-counts: the script did not run.
+func (l *Limiter) evalSha(ctx context.Context, sc script, call scriptCall) (any, error) {
+	reply, err := l.client.EvalSha(ctx, sc.sha1, call.keys, call.args...).Result()
+	var serverErr redis.Error
+	if err != nil && errors.As(err, &serverErr) && !errors.Is(err, redis.Nil) {
+		if kind, _ := classifyServerError(err.Error()); kind == serverNoScript {
+			reply, err = l.client.Eval(ctx, sc.text, call.keys, call.args...).Result()
+		}
+	}
+	return reply, err
+}
+
+// bounded runs one Redis exchange within the timeout. When the client would
+// ignore the context deadline, the Limiter stops waiting on its own.
+func (l *Limiter) bounded(ctx context.Context, exchange func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.timeout)
+	defer cancel()
+	if l.clientHonoursCtx {
+		return exchange(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- exchange(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// redisError maps what go-redis returned to a slidelimit error: server error
+// replies are classified by core; everything else (network, timeout, closed
+// pool) means Redis is unavailable, never a decision.
+func (l *Limiter) redisError(err error) error {
+	if errors.Is(err, redis.Nil) {
+		return &Error{Code: ErrMalformedReply, Message: "script reply is nil"}
+	}
+	var serverErr redis.Error
+	if errors.As(err, &serverErr) {
+		kind, code := classifyServerError(err.Error())
+		message := "Redis answered with an error"
+		if kind == serverTransient || kind == serverRedirect {
+			message = "Redis cannot serve the call now"
+		}
+		return &Error{Code: code, Message: message, Err: err}
+	}
+	message := fmt.Sprintf("Redis did not answer (timeout %v)", l.cfg.timeout)
+	if errors.Is(err, context.Canceled) {
+		message = "the caller's context was canceled before Redis answered"
+	}
+	return &Error{Code: ErrUnavailable, Message: message, Err: err}
+}
+
+// replyInts checks that every element of the reply is an integer (the RESP
+// types are the binding's business); core checks the rest.
+func replyInts(reply any) ([]int64, error) {
+	items, ok := reply.([]any)
+	if !ok {
+		return nil, &Error{Code: ErrMalformedReply, Message: fmt.Sprintf("script reply is %T, not an array", reply)}
+	}
+	ints := make([]int64, len(items))
+	for i, item := range items {
+		n, ok := item.(int64)
+		if !ok {
+			return nil, &Error{Code: ErrMalformedReply, Message: fmt.Sprintf("script reply element %d is %T, not an integer", i, item)}
+		}
+		ints[i] = n
+	}
+	return ints, nil
+}

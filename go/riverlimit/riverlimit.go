@@ -1,0 +1,192 @@
+// Package riverlimit puts a slidelimit budget in front of River jobs.
+//
+// Before a job's work runs, the gate acquires a permit for the job's tenant.
+// When the limiter denies, the job is snoozed for the hinted retry-after plus
+// jitter and the work does not run: River (0.16 and later) does not count a
+// snooze as an attempt, so a job can wait for its budget any number of times
+// without moving towards MaxAttempts. When Redis is unavailable the job is
+// snoozed with a backoff too (a store outage is never a failed attempt),
+// unless the gate is set to fail open.
+//
+// Use it as middleware (global in river.Config.Middleware, or per worker from
+// Worker.Middleware) with a TenantFunc, or wrap one typed worker with Wrap.
+package riverlimit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/slidelimit/slidelimit/go"
+)
+
+// Defaults of the gate's options.
+const (
+	DefaultMaxJitter      = 250 * time.Millisecond
+	DefaultBackoffInitial = time.Second
+	DefaultBackoffMax     = time.Minute
+)
+
+// TenantFunc names the tenant whose budget a job spends and the permits it
+// takes (cost). ok false runs the job without a check.
+type TenantFunc func(job *rivertype.JobRow) (tenant string, cost uint64, ok bool)
+
+// Gate decides, before each job's work, whether it runs now or snoozes.
+type Gate struct {
+	limiter   *slidelimit.Limiter
+	maxJitter time.Duration
+	backoff   func(snoozes int) time.Duration
+	failOpen  bool
+	observe   func(job *rivertype.JobRow, outcome Outcome)
+}
+
+// Outcome tells an observer what the gate did with one job.
+type Outcome struct {
+	// Ran is true when the work ran (allowed, or failed open).
+	Ran bool
+	// Snooze is the delay handed to River when the job was snoozed.
+	Snooze time.Duration
+	// Decision is the limiter's answer (zero when Err is set).
+	Decision slidelimit.Decision
+	// Err is the limiter's error, if any.
+	Err error
+}
+
+// Option configures a Gate.
+type Option func(*Gate)
+
+// WithMaxJitter adds a random delay in [0, d) to every snooze, so jobs denied
+// together do not all come back at the same instant. Default DefaultMaxJitter.
+func WithMaxJitter(d time.Duration) Option { return func(g *Gate) { g.maxJitter = d } }
+
+// WithBackoff sets the snooze after an unavailable Redis, given how many
+// times the job was snoozed before. Default: 1 s doubling up to 1 min.
+func WithBackoff(f func(snoozes int) time.Duration) Option {
+	return func(g *Gate) { g.backoff = f }
+}
+
+// WithFailOpen runs the work when Redis is unavailable instead of snoozing:
+// availability over the budget, an explicit choice.
+func WithFailOpen() Option { return func(g *Gate) { g.failOpen = true } }
+
+// WithObserver is called with what the gate did with each job (logs, tests).
+func WithObserver(f func(job *rivertype.JobRow, outcome Outcome)) Option {
+	return func(g *Gate) { g.observe = f }
+}
+
+// NewGate makes a gate in front of limiter.
+func NewGate(limiter *slidelimit.Limiter, opts ...Option) *Gate {
+	g := &Gate{limiter: limiter, maxJitter: DefaultMaxJitter, backoff: defaultBackoff}
+	for _, opt := range opts {
+		opt(g)
+	}
+	return g
+}
+
+func defaultBackoff(snoozes int) time.Duration {
+	d := DefaultBackoffInitial
+	for i := 0; i < snoozes && d < DefaultBackoffMax; i++ {
+		d *= 2
+	}
+	return min(d, DefaultBackoffMax)
+}
+
+func (g *Gate) jitter() time.Duration {
+	if g.maxJitter <= 0 {
+		return 0
+	}
+	return rand.N(g.maxJitter)
+}
+
+// snoozeCount is how many times River has snoozed the job so far (its
+// metadata's "snoozes").
+func snoozeCount(job *rivertype.JobRow) int {
+	var meta struct {
+		Snoozes int `json:"snoozes"`
+	}
+	if len(job.Metadata) > 0 {
+		_ = json.Unmarshal(job.Metadata, &meta)
+	}
+	return meta.Snoozes
+}
+
+// Run checks tenant's budget for job and either runs work or returns
+// river.JobSnooze. Errors other than ErrUnavailable (a bad tenant, a wrong
+// key type, an ACL) are returned as the job's error: they are bugs to see,
+// not waits.
+func (g *Gate) Run(ctx context.Context, job *rivertype.JobRow, tenant string, cost uint64, work func(context.Context) error) error {
+	d, err := g.limiter.AcquireN(ctx, tenant, cost)
+	outcome := Outcome{Decision: d, Err: err}
+	switch {
+	case err != nil && errors.Is(err, slidelimit.ErrUnavailable) && g.failOpen:
+		outcome.Ran = true
+	case err != nil && errors.Is(err, slidelimit.ErrUnavailable):
+		outcome.Snooze = g.backoff(snoozeCount(job)) + g.jitter()
+	case err != nil:
+		g.notify(job, outcome)
+		return err
+	case !d.Allowed:
+		outcome.Snooze = d.RetryAfter() + g.jitter()
+	default:
+		outcome.Ran = true
+	}
+	g.notify(job, outcome)
+	if !outcome.Ran {
+		return river.JobSnooze(outcome.Snooze)
+	}
+	return work(ctx)
+}
+
+func (g *Gate) notify(job *rivertype.JobRow, o Outcome) {
+	if g.observe != nil {
+		g.observe(job, o)
+	}
+}
+
+// Middleware is a River worker middleware that gates every job tenant
+// selects. Install it in river.Config.Middleware or return it from a worker's
+// Middleware method.
+type Middleware struct {
+	river.MiddlewareDefaults
+	gate   *Gate
+	tenant TenantFunc
+}
+
+var _ rivertype.WorkerMiddleware = (*Middleware)(nil)
+
+// NewMiddleware makes the middleware for gate, with tenant naming each job's tenant.
+func NewMiddleware(gate *Gate, tenant TenantFunc) *Middleware {
+	return &Middleware{gate: gate, tenant: tenant}
+}
+
+// Work implements rivertype.WorkerMiddleware.
+func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	tenant, cost, ok := m.tenant(job)
+	if !ok {
+		return doInner(ctx)
+	}
+	return m.gate.Run(ctx, job, tenant, cost, doInner)
+}
+
+// Wrap gates one typed worker: tenant names the tenant (and cost) of each job.
+func Wrap[T river.JobArgs](worker river.Worker[T], gate *Gate, tenant func(job *river.Job[T]) (string, uint64)) river.Worker[T] {
+	return &wrapped[T]{Worker: worker, gate: gate, tenant: tenant}
+}
+
+type wrapped[T river.JobArgs] struct {
+	river.Worker[T]
+	gate   *Gate
+	tenant func(job *river.Job[T]) (string, uint64)
+}
+
+func (w *wrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
+	tenant, cost := w.tenant(job)
+	return w.gate.Run(ctx, job.JobRow, tenant, cost, func(ctx context.Context) error {
+		return w.Worker.Work(ctx, job)
+	})
+}
