@@ -24,6 +24,7 @@ mod decision;
 mod engine;
 mod error;
 mod key;
+mod number;
 mod policy;
 mod script;
 
@@ -33,6 +34,7 @@ pub use error::{classify_server_error, Error, ErrorCode, Result, ServerErrorKind
 pub use key::{
     escape_tenant, slot, tenant_from_bytes, CLUSTER_SLOTS, MAX_NAME_LEN, MAX_TENANT_BYTES,
 };
+pub use number::u64_from_f64;
 pub use policy::{check_now_ms, Algorithm, Policy, MAX_LIMIT_TIMES_WINDOW, MAX_NOW_MS};
 pub use script::{Mode, Script, ScriptCall};
 

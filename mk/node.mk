@@ -1,0 +1,62 @@
+# Node binding (node/: napi-rs addon + JS package `slidelimit`) and the wasm
+# build (wasm/), which the package falls back to. See docs/node.md.
+
+TEST_TARGETS += test-node
+BENCH_TARGETS += bench-node
+CONFORMANCE_BINDINGS += node wasm
+
+NODE_TOOLS := $(CURDIR)/.tmp/tools
+# wasm-bindgen-cli must match the wasm-bindgen crate exactly; the pin lives in wasm/Cargo.toml.
+WASM_BINDGEN_VERSION := $(shell sed -n 's/^wasm-bindgen = "=\([0-9.]*\)".*/\1/p' wasm/Cargo.toml)
+WASM_BINDGEN := $(NODE_TOOLS)/bin/wasm-bindgen
+NODE_TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
+NODE_TEST_FILES := test/limiter.test.js test/cluster.test.js
+
+.PHONY: node-build node-addon node-wasm node-wasm-bindgen node-deps node-typecheck test-node bench-node
+
+node-addon:
+	$(CARGO) build --release -p slidelimit-node
+	node node/scripts/install-addon.js $(NODE_TARGET_DIR)
+
+# Installs wasm-bindgen-cli at the pinned version into .tmp/tools (cached).
+# Not --locked: the CLI's own lock file pins a webpki-roots release that
+# crates.io no longer serves.
+node-wasm-bindgen:
+	@if [[ "$$($(WASM_BINDGEN) --version 2>/dev/null)" != "wasm-bindgen $(WASM_BINDGEN_VERSION)" ]]; then \
+	  echo "installing wasm-bindgen-cli $(WASM_BINDGEN_VERSION) into .tmp/tools" >&2; \
+	  $(CARGO) install --quiet wasm-bindgen-cli --version "=$(WASM_BINDGEN_VERSION)" --root $(NODE_TOOLS); \
+	fi
+
+node-wasm: node-wasm-bindgen
+	rustup target add wasm32-unknown-unknown
+	$(CARGO) build --release -p slidelimit-wasm --target wasm32-unknown-unknown
+	$(WASM_BINDGEN) --target nodejs --out-dir node/dist/wasm \
+	  $(NODE_TARGET_DIR)/wasm32-unknown-unknown/release/slidelimit_wasm.wasm
+
+node-build: node-addon node-wasm
+
+# npm ci from the committed package-lock.json; redone when the lock changes.
+node-deps: node/node_modules/.package-lock.json
+
+node/node_modules/.package-lock.json: node/package-lock.json node/package.json
+	cd node && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+node-typecheck: node-deps
+	cd node && npx --no-install tsc -p tsconfig.json
+
+test-node: deps node-build node-deps node-typecheck
+	cd node && SLIDELIMIT_IMPL=native ../scripts/with-redis.sh node --test $(NODE_TEST_FILES)
+	cd node && SLIDELIMIT_IMPL=wasm ../scripts/with-redis.sh node --test $(NODE_TEST_FILES)
+	cd node && ../scripts/with-redis.sh node --test test/bullmq.test.js
+	cd node && node --test test/packaging.test.js
+
+bench-node: deps node-build node-deps
+	cd node && SLIDELIMIT_IMPL=native ../scripts/with-redis.sh node bench/bench.js
+	cd node && SLIDELIMIT_IMPL=wasm ../scripts/with-redis.sh node bench/bench.js --skip-micro
+
+# The node and wasm conformance runners need the package built (only when
+# they run: CONFORMANCE_BINDINGS may be narrowed on the command line).
+ifneq ($(filter node wasm,$(CONFORMANCE_BINDINGS)),)
+conformance: node-build node-deps
+endif

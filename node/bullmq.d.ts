@@ -1,0 +1,35 @@
+// Types of `slidelimit/bullmq`.
+
+import type { Job } from 'bullmq';
+import type { Decision, RateLimiter } from './index';
+
+export interface RateLimitedOptions<D = any> {
+  /** The tenant whose budget a job spends (e.g. the API key). */
+  tenant: (job: Job<D>) => string;
+  /** Permits a job takes. Default 1. */
+  cost?: (job: Job<D>) => number;
+  /** Random extra delay in [0, jitterMs] ms so deferred jobs do not return in lockstep. Default 250. */
+  jitterMs?: number;
+  /** Deferrals allowed before the attempt fails with DeferralLimitError; counted apart from attempts. Default 100. */
+  maxDeferrals?: number;
+  /** When Redis is unavailable: 'delay' with backoff (default), 'run' (fail open) or 'fail' (a failed attempt). */
+  onUnavailable?: 'delay' | 'run' | 'fail';
+  /** Backoff of 'delay' on unavailable: baseMs * 2^(n-1), at most maxMs. Default 1000 and 60000. */
+  unavailableBackoff?: { baseMs?: number; maxMs?: number };
+  /** Source of randomness for the jitter. Default Math.random. */
+  random?: () => number;
+}
+
+/**
+ * Wraps a processor so that it runs only with a permit. The processor gets the
+ * decision (null when it runs fail-open).
+ */
+export function rateLimited<D = any, R = any>(
+  limiter: RateLimiter,
+  processor: (job: Job<D>, token: string | undefined, decision: Decision | null) => Promise<R>,
+  options: RateLimitedOptions<D>,
+): (job: Job<D>, token?: string) => Promise<R>;
+
+export class DeferralLimitError extends Error {
+  readonly deferrals: number;
+}

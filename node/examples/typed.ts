@@ -1,0 +1,72 @@
+// Type-checked by `tsc -p tsconfig.json` (make test-node): the package's
+// .d.ts files as a TypeScript user sees them. Not run.
+import Redis, { Cluster } from 'ioredis';
+import { Queue, Worker } from 'bullmq';
+import { Registry } from 'prom-client';
+import {
+  Limiter,
+  MemoryLimiter,
+  Metrics,
+  SlidelimitError,
+  UnavailableError,
+  implementation,
+  type Decision,
+  type ErrorCode,
+  type RateLimiter,
+} from 'slidelimit';
+import { rateLimited, DeferralLimitError } from 'slidelimit/bullmq';
+
+const policy = { resource: 'geocode', limit: 600, windowMs: 60_000 } as const;
+
+async function main(): Promise<void> {
+  const redis = new Redis('redis://127.0.0.1:6379/');
+  const metrics = new Metrics({ registry: new Registry(), tenantLabel: false });
+  const limiter: RateLimiter = new Limiter(redis, policy, { timeoutMs: 500, metrics });
+  const cluster = new Limiter(new Cluster([{ host: '127.0.0.1', port: 7000 }]), { ...policy, algorithm: 'sliding_counter' });
+  const memory: MemoryLimiter = Limiter.memory(policy);
+
+  const d: Decision = await limiter.acquire('tenant-17', { cost: 2 });
+  const wait: number = d.allowed ? 0 : d.retryAfterMs;
+  const peeked = await cluster.peek('tenant-17', { nowMs: Date.now() });
+  const forgotten: boolean = await memory.reset('tenant-17');
+  const which: 'native' | 'wasm' = implementation;
+  console.log(wait, peeked.remaining, forgotten, which, limiter.key('t'), limiter.policy.windowMs);
+
+  try {
+    await limiter.acquire('tenant-17');
+  } catch (e) {
+    if (e instanceof UnavailableError) {
+      const code: 'unavailable' = e.code;
+      console.log(code);
+    } else if (e instanceof SlidelimitError) {
+      const code: ErrorCode = e.code;
+      console.log(code, e.field);
+    }
+  }
+
+  // @ts-expect-error cost is a number
+  await limiter.acquire('t', { cost: '1' });
+  // @ts-expect-error algorithm is one of two names
+  new Limiter(redis, { ...policy, algorithm: 'fixed_window' });
+
+  interface GeocodeJob {
+    apiKey: string;
+    address: string;
+  }
+  const queue = new Queue<GeocodeJob>('geocode', { connection: redis });
+  await queue.add('lookup', { apiKey: 'k1', address: 'Main St 1' });
+  const worker = new Worker<GeocodeJob>(
+    'geocode',
+    rateLimited<GeocodeJob, string>(
+      limiter,
+      async (job, _token, decision) => `${job.data.address} ${decision ? decision.remaining : 'fail-open'}`,
+      { tenant: (job) => job.data.apiKey, maxDeferrals: 50, onUnavailable: 'delay' },
+    ),
+    { connection: redis },
+  );
+  worker.on('failed', (_job, err) => {
+    if (err instanceof DeferralLimitError) console.log(err.deferrals);
+  });
+}
+
+void main;

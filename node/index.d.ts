@@ -1,0 +1,169 @@
+// Types of the `slidelimit` package. Checked by `tsc --noEmit` on
+// examples/typed.ts (make test-node).
+
+export type Algorithm = 'sliding_log' | 'sliding_counter';
+
+/** A rate-limit policy: `limit` permits per rolling `windowMs` milliseconds. */
+export interface PolicySpec {
+  /** Key namespace, `[A-Za-z0-9_.-]{1,64}`. Default `'rl'`. */
+  namespace?: string;
+  /** What is limited, e.g. `'geocode'`; `[A-Za-z0-9_.-]{1,64}`. */
+  resource: string;
+  /** Default `'sliding_log'` (exact). `'sliding_counter'` is approximate, O(1) memory. */
+  algorithm?: Algorithm;
+  limit: number;
+  windowMs: number;
+}
+
+/** The validated policy, as core holds it. */
+export interface PolicyInfo {
+  readonly namespace: string;
+  readonly resource: string;
+  readonly algorithm: Algorithm;
+  readonly limit: number;
+  readonly windowMs: number;
+}
+
+export interface CheckOptions {
+  /** Permits to take, 1 <= cost <= limit. Default 1. */
+  cost?: number;
+  /** Caller time in ms (tests, replays). Default: Redis `TIME` (the memory engine: `Date.now()`). */
+  nowMs?: number | null;
+}
+
+/** What a check answered; times in milliseconds. */
+export interface Decision {
+  allowed: boolean;
+  /** Permits of cost 1 that would still pass at `nowMs`. */
+  remaining: number;
+  /** 0 when allowed; otherwise how long until a retry of the same cost passes. */
+  retryAfterMs: number;
+  /** How long until the key holds nothing that still counts. */
+  resetAfterMs: number;
+  /** The time the decision was made at. */
+  nowMs: number;
+}
+
+/** What runs the scripts: an ioredis `Redis` or `Cluster` (or anything with these methods). */
+export interface RedisLike {
+  evalsha(sha1: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  eval(script: string, numKeys: number, ...args: (string | number)[]): Promise<unknown>;
+  del(...keys: string[]): Promise<number>;
+}
+
+export interface LimiterOptions {
+  /** Upper bound of one call in ms, NOSCRIPT retry included; then `UnavailableError`. Default 1000; 0 disables. */
+  timeoutMs?: number;
+  /** Metrics to update on every acquire. */
+  metrics?: Metrics;
+}
+
+export interface MemoryLimiterOptions {
+  /** Share one engine between limiters. */
+  engine?: MemoryEngine;
+  /** The clock used when `nowMs` is not given. Default `Date.now`. */
+  clock?: () => number;
+  metrics?: Metrics;
+}
+
+/** Common surface of `Limiter` and `MemoryLimiter`. */
+export interface RateLimiter {
+  readonly policy: PolicyInfo;
+  key(tenant: string): string;
+  acquire(tenant: string, options?: CheckOptions): Promise<Decision>;
+  peek(tenant: string, options?: CheckOptions): Promise<Decision>;
+  reset(tenant: string): Promise<boolean>;
+}
+
+/** A rate limiter for one policy on Redis. */
+export class Limiter implements RateLimiter {
+  constructor(redis: RedisLike, policy: PolicySpec, options?: LimiterOptions);
+  /** An in-memory limiter with the same decisions (core's engine). */
+  static memory(policy: PolicySpec, options?: MemoryLimiterOptions): MemoryLimiter;
+  readonly policy: PolicyInfo;
+  key(tenant: string): string;
+  /** Takes `cost` permits if the window has room. */
+  acquire(tenant: string, options?: CheckOptions): Promise<Decision>;
+  /** What `acquire` would answer, recording nothing. */
+  peek(tenant: string, options?: CheckOptions): Promise<Decision>;
+  /** Forgets `tenant`; true if anything was recorded. */
+  reset(tenant: string): Promise<boolean>;
+}
+
+/** Core's in-memory engine behind the limiter API. */
+export class MemoryLimiter implements RateLimiter {
+  constructor(policy: PolicySpec, options?: MemoryLimiterOptions);
+  readonly policy: PolicyInfo;
+  key(tenant: string): string;
+  acquire(tenant: string, options?: CheckOptions): Promise<Decision>;
+  peek(tenant: string, options?: CheckOptions): Promise<Decision>;
+  reset(tenant: string): Promise<boolean>;
+}
+
+/** Core's thread-safe in-memory store; pass one to several `MemoryLimiter`s to share it. */
+export class MemoryEngine {
+  constructor();
+  readonly keyCount: number;
+}
+
+export interface MetricsOptions {
+  /** A prom-client `Registry` to register in. Default: prom-client's global registry. */
+  registry?: { registerMetric(metric: any): void };
+  /** Add a `tenant` label to the counters (only for bounded tenant counts). Default false. */
+  tenantLabel?: boolean;
+  /** The prom-client module to use. Default: `require('prom-client')`. */
+  client?: unknown;
+}
+
+/** `ratelimit_allowed_total`, `ratelimit_denied_total`, `ratelimit_wait_seconds`. */
+export class Metrics {
+  constructor(options?: MetricsOptions);
+  observe(resource: string, tenant: string, decision: Decision): void;
+}
+
+export type ErrorCode =
+  | 'invalid_argument'
+  | 'unavailable'
+  | 'script_error'
+  | 'wrong_type'
+  | 'malformed_reply'
+  | 'permission_denied'
+  | 'internal';
+
+/** Every slidelimit error: `code` is core's stable code. */
+export class SlidelimitError extends Error {
+  readonly code: ErrorCode;
+  /** The field at fault (invalid_argument). */
+  readonly field?: string;
+}
+export class InvalidArgumentError extends SlidelimitError {
+  readonly code: 'invalid_argument';
+}
+export class UnavailableError extends SlidelimitError {
+  readonly code: 'unavailable';
+}
+export class ScriptError extends SlidelimitError {
+  readonly code: 'script_error';
+}
+export class WrongTypeError extends SlidelimitError {
+  readonly code: 'wrong_type';
+}
+export class MalformedReplyError extends SlidelimitError {
+  readonly code: 'malformed_reply';
+}
+export class PermissionDeniedError extends SlidelimitError {
+  readonly code: 'permission_denied';
+}
+export class InternalError extends SlidelimitError {
+  readonly code: 'internal';
+}
+
+/** Which build of slidelimit-core is in use. */
+export const implementation: 'native' | 'wasm';
+/** Why the native addon did not load, when `implementation` fell back to wasm. */
+export const nativeLoadError: Error | null;
+/** slidelimit-core's version. */
+export const version: string;
+export const errorCodes: readonly ErrorCode[];
+/** Redis Cluster slot of a key. */
+export function slot(key: string): number;

@@ -1,0 +1,88 @@
+'use strict';
+// BullMQ integration: a per-tenant rate limit inside the processor. A denied
+// job is moved to the delayed set for the hinted time plus jitter and the
+// processor throws DelayedError, so BullMQ counts no failed attempt. Never the
+// worker-wide `limiter` / `rateLimit`: that would stall every tenant.
+
+const { DelayedError } = require('bullmq');
+const { SlidelimitError, UnavailableError, invalid } = require('./errors');
+
+/** Thrown (a failed attempt) when a job was deferred `maxDeferrals` times. */
+class DeferralLimitError extends Error {
+  constructor(deferrals) {
+    super(`slidelimit: job deferred ${deferrals} times without getting a permit; giving up this attempt`);
+    this.name = 'DeferralLimitError';
+    this.deferrals = deferrals;
+  }
+}
+
+const STATE_KEY = 'slidelimit';
+
+function checkCount(field, value, fallback) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !(Number.isSafeInteger(value) || value === Infinity) || value < 0) {
+    throw invalid(field, 'must be a non-negative integer');
+  }
+  return value;
+}
+
+/**
+ * Wraps `processor(job, token, decision)` so that it runs only with a permit
+ * of `limiter` for `tenant(job)`.
+ */
+function rateLimited(limiter, processor, options = {}) {
+  if (!limiter || typeof limiter.acquire !== 'function') throw invalid('limiter', 'must be a slidelimit Limiter');
+  if (typeof processor !== 'function') throw invalid('processor', 'must be a function');
+  if (typeof options.tenant !== 'function') throw invalid('tenant', 'must be a function of the job');
+  const tenantOf = options.tenant;
+  const costOf = options.cost || (() => 1);
+  const jitterMs = checkCount('jitter_ms', options.jitterMs, 250);
+  const maxDeferrals = checkCount('max_deferrals', options.maxDeferrals, 100);
+  const onUnavailable = options.onUnavailable || 'delay';
+  if (!['delay', 'run', 'fail'].includes(onUnavailable)) {
+    throw invalid('on_unavailable', 'must be "delay", "run" or "fail"');
+  }
+  const backoff = { baseMs: 1000, maxMs: 60_000, ...options.unavailableBackoff };
+  const random = options.random || Math.random;
+
+  const jitter = () => Math.floor(random() * (jitterMs + 1));
+
+  // Deferrals are counted in the job's data, apart from BullMQ's attempts.
+  function stateOf(job) {
+    const data = job.data;
+    if (data === null || typeof data !== 'object' || Array.isArray(data)) {
+      throw invalid('job.data', 'must be an object so that deferrals can be counted');
+    }
+    const s = data[STATE_KEY];
+    return { deferrals: (s && s.deferrals) || 0, unavailable: (s && s.unavailable) || 0 };
+  }
+
+  async function defer(job, token, delayMs, state) {
+    const deferrals = state.deferrals + 1;
+    if (deferrals > maxDeferrals) throw new DeferralLimitError(state.deferrals);
+    await job.updateData({ ...job.data, [STATE_KEY]: { deferrals, unavailable: state.unavailable } });
+    await job.moveToDelayed(Date.now() + delayMs, token);
+    throw new DelayedError();
+  }
+
+  return async function rateLimitedProcessor(job, token) {
+    const state = stateOf(job);
+    let decision;
+    try {
+      decision = await limiter.acquire(tenantOf(job), { cost: costOf(job) });
+    } catch (err) {
+      if (!(err instanceof UnavailableError)) throw err;
+      if (onUnavailable === 'run') return processor(job, token, null);
+      if (onUnavailable === 'fail') throw err;
+      const streak = state.unavailable + 1;
+      const wait = Math.min(backoff.maxMs, backoff.baseMs * 2 ** (streak - 1));
+      return defer(job, token, wait + jitter(), { deferrals: state.deferrals, unavailable: streak });
+    }
+    if (!decision.allowed) {
+      return defer(job, token, decision.retryAfterMs + jitter(), { deferrals: state.deferrals, unavailable: 0 });
+    }
+    return processor(job, token, decision);
+  };
+}
+
+module.exports = { rateLimited, DeferralLimitError, SlidelimitError };

@@ -1,0 +1,69 @@
+'use strict';
+// One Error subclass per core error code; `code` is core's code string and
+// `field` the offending field (invalid_argument only).
+
+class SlidelimitError extends Error {
+  constructor(code, message, field) {
+    super(message);
+    this.name = this.constructor.name;
+    this.code = code;
+    if (field !== undefined) this.field = field;
+  }
+}
+
+class InvalidArgumentError extends SlidelimitError {}
+class UnavailableError extends SlidelimitError {}
+class ScriptError extends SlidelimitError {}
+class WrongTypeError extends SlidelimitError {}
+class MalformedReplyError extends SlidelimitError {}
+class PermissionDeniedError extends SlidelimitError {}
+class InternalError extends SlidelimitError {}
+
+const byCode = {
+  invalid_argument: InvalidArgumentError,
+  unavailable: UnavailableError,
+  script_error: ScriptError,
+  wrong_type: WrongTypeError,
+  malformed_reply: MalformedReplyError,
+  permission_denied: PermissionDeniedError,
+  internal: InternalError,
+};
+
+function makeError(code, message, field, cause) {
+  const Class = byCode[code] || InternalError;
+  const err = new Class(byCode[code] ? code : 'internal', message, field);
+  if (cause !== undefined) err.cause = cause;
+  return err;
+}
+
+// The addon and the wasm build throw Errors whose `code` is "<code>" or
+// "<code>:<field>". Anything else escaping them is a bug: `internal`.
+function fromCore(e) {
+  if (e instanceof SlidelimitError) return e;
+  const raw = e && typeof e.code === 'string' ? e.code : '';
+  const colon = raw.indexOf(':');
+  const code = colon < 0 ? raw : raw.slice(0, colon);
+  const field = colon < 0 ? undefined : raw.slice(colon + 1);
+  if (byCode[code]) return makeError(code, e.message, field);
+  return makeError('internal', `slidelimit core failed: ${e && e.message}`, undefined, e);
+}
+
+// Type checks at the JS boundary; ranges and rules are core's.
+function invalid(field, problem) {
+  return new InvalidArgumentError('invalid_argument', `${field}: ${problem}`, field);
+}
+
+module.exports = {
+  SlidelimitError,
+  InvalidArgumentError,
+  UnavailableError,
+  ScriptError,
+  WrongTypeError,
+  MalformedReplyError,
+  PermissionDeniedError,
+  InternalError,
+  errorClasses: byCode,
+  makeError,
+  fromCore,
+  invalid,
+};

@@ -1,0 +1,213 @@
+'use strict';
+// The BullMQ integration on real queues and workers on a real Redis: a denied
+// job is delayed (not a failed attempt) and completes later; deferrals are
+// capped apart from attempts; an unavailable limiter delays with backoff or
+// runs fail-open. Runs on whichever implementation loads (native by default).
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const Redis = require('ioredis');
+const { Queue, Worker } = require('bullmq');
+const { Limiter } = require('..');
+const { rateLimited, DeferralLimitError } = require('slidelimit/bullmq');
+const { url, unique, freePort, sleep } = require('./helpers');
+
+const open = [];
+function redisFor(purpose) {
+  // BullMQ workers need maxRetriesPerRequest: null (blocking commands).
+  const client = new Redis(url, { maxRetriesPerRequest: purpose === 'worker' ? null : 1 });
+  open.push(client);
+  return client;
+}
+
+test.after(async () => {
+  for (const c of open) c.disconnect();
+});
+
+async function setup(processorFor, workerOptions = {}) {
+  const name = unique('q');
+  const queue = new Queue(name, { connection: redisFor('queue') });
+  const worker = new Worker(name, processorFor(), { connection: redisFor('worker'), ...workerOptions });
+  worker.on('error', () => {});
+  await worker.waitUntilReady();
+  return {
+    queue,
+    close: async () => {
+      await worker.close();
+      await queue.close();
+    },
+  };
+}
+
+async function waitFor(what, predicate, timeoutMs = 10_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await predicate();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+const stateOf = async (queue, id) => (await queue.getJob(id)).getState();
+
+test('a denied job is delayed for the hint, not failed, and completes later', async () => {
+  const limiter = new Limiter(redisFor('limiter'), { resource: unique('geo'), limit: 1, windowMs: 1500 });
+  const first = await limiter.acquire('k1'); // the budget of k1 is now spent
+  const runs = [];
+  const env = await setup(() =>
+    rateLimited(
+      limiter,
+      async (job, _token, decision) => {
+        runs.push({ at: Date.now(), decision });
+        return `geocoded ${job.data.address}`;
+      },
+      { tenant: (job) => job.data.apiKey, jitterMs: 100 },
+    ),
+  );
+  try {
+    // attempts: 1: had the deferral counted as an attempt, the job would fail.
+    const job = await env.queue.add('lookup', { apiKey: 'k1', address: 'Main St 1' }, { attempts: 1 });
+    await waitFor('the job to be delayed', async () => (await stateOf(env.queue, job.id)) === 'delayed');
+    const delayed = await env.queue.getJob(job.id);
+    assert.equal(delayed.attemptsMade, 0, 'a deferral is not an attempt');
+    assert.equal(delayed.data.slidelimit.deferrals, 1);
+    assert.equal(runs.length, 0);
+    const freeAt = first.nowMs + 1500; // the permit frees on the server clock (same machine)
+    await waitFor('completion', async () => (await stateOf(env.queue, job.id)) === 'completed');
+    const done = await env.queue.getJob(job.id);
+    assert.equal(done.returnvalue, 'geocoded Main St 1');
+    assert.equal(done.failedReason, undefined);
+    assert.equal(runs.length, 1);
+    assert.equal(runs[0].decision.allowed, true);
+    assert.ok(runs[0].decision.nowMs >= freeAt, 'not run before the permit freed');
+    // Delayed for the hint plus at most 100 ms jitter; the rest is slack for a busy machine.
+    assert.ok(runs[0].at - freeAt < 100 + 1500, `ran ${runs[0].at - freeAt} ms after the permit freed`);
+  } finally {
+    await env.close();
+  }
+});
+
+test('one tenant out of budget does not hold up another', async () => {
+  const limiter = new Limiter(redisFor('limiter'), { resource: unique('geo'), limit: 1, windowMs: 60_000 });
+  await limiter.acquire('busy');
+  const env = await setup(() => rateLimited(limiter, async (job) => job.data.apiKey, { tenant: (job) => job.data.apiKey }));
+  try {
+    const blocked = await env.queue.add('lookup', { apiKey: 'busy' });
+    const free = await env.queue.add('lookup', { apiKey: 'quiet' });
+    await waitFor('the free tenant', async () => (await stateOf(env.queue, free.id)) === 'completed');
+    assert.equal(await stateOf(env.queue, blocked.id), 'delayed');
+  } finally {
+    await env.close();
+  }
+});
+
+test('deferrals are capped apart from attempts', async () => {
+  const limiter = new Limiter(redisFor('limiter'), { resource: unique('geo'), limit: 2, windowMs: 400 });
+  let hog = true;
+  // Another worker takes a permit whenever one frees, so the window is never
+  // empty and a job of cost 2 (the whole limit) can never pass.
+  const hogLoop = (async () => {
+    while (hog) {
+      await limiter.acquire('k1');
+      await sleep(5);
+    }
+  })();
+  const env = await setup(() =>
+    rateLimited(limiter, async () => 'never', {
+      tenant: (job) => job.data.apiKey,
+      cost: () => 2,
+      maxDeferrals: 2,
+      jitterMs: 0,
+    }),
+  );
+  try {
+    const job = await env.queue.add('lookup', { apiKey: 'k1' }, { attempts: 1 });
+    await waitFor('failure after the cap', async () => (await stateOf(env.queue, job.id)) === 'failed');
+    const failed = await env.queue.getJob(job.id);
+    assert.equal(failed.data.slidelimit.deferrals, 2);
+    assert.equal(failed.attemptsMade, 1, 'only the capped run is an attempt');
+    assert.match(failed.failedReason, /deferred 2 times/);
+  } finally {
+    hog = false;
+    await hogLoop;
+    await env.close();
+  }
+  assert.equal(new DeferralLimitError(3).deferrals, 3);
+});
+
+function deadLimiter() {
+  // Nothing listens on this port: every acquire is `unavailable` after 100 ms.
+  const dead = new Redis(freePort(), '127.0.0.1', { retryStrategy: () => 50, maxRetriesPerRequest: null });
+  dead.on('error', () => {});
+  open.push(dead);
+  return new Limiter(dead, { resource: unique('geo'), limit: 10, windowMs: 1000 }, { timeoutMs: 100 });
+}
+
+test('an unavailable Redis delays the job with backoff by default', async () => {
+  const limiter = deadLimiter();
+  const env = await setup(() =>
+    rateLimited(limiter, async () => 'ran', {
+      tenant: (job) => job.data.apiKey,
+      jitterMs: 0,
+      unavailableBackoff: { baseMs: 300, maxMs: 1000 },
+    }),
+  );
+  try {
+    const job = await env.queue.add('lookup', { apiKey: 'k1' }, { attempts: 1 });
+    await waitFor('a second deferral', async () => {
+      const j = await env.queue.getJob(job.id);
+      return j.data.slidelimit && j.data.slidelimit.unavailable >= 2 && (await j.getState()) === 'delayed' ? j : null;
+    });
+    const j = await env.queue.getJob(job.id);
+    assert.equal(j.attemptsMade, 0);
+    // The second deferral waits twice as long as the first (300 ms).
+    assert.ok(j.delay > 550 && j.delay <= 600, `delay ${j.delay}`);
+  } finally {
+    await env.close();
+  }
+});
+
+test('fail-open runs the job without a decision when Redis is unavailable', async () => {
+  const limiter = deadLimiter();
+  const decisions = [];
+  const env = await setup(() =>
+    rateLimited(
+      limiter,
+      async (_job, _token, decision) => {
+        decisions.push(decision);
+        return 'ran';
+      },
+      { tenant: (job) => job.data.apiKey, onUnavailable: 'run' },
+    ),
+  );
+  try {
+    const job = await env.queue.add('lookup', { apiKey: 'k1' });
+    await waitFor('completion', async () => (await stateOf(env.queue, job.id)) === 'completed');
+    assert.deepEqual(decisions, [null]);
+  } finally {
+    await env.close();
+  }
+});
+
+test('bad options are rejected when wrapping', () => {
+  const limiter = Limiter.memory({ resource: 'geo', limit: 1, windowMs: 1000 });
+  const noop = async () => {};
+  assert.throws(() => rateLimited(limiter, noop, {}), { code: 'invalid_argument', field: 'tenant' });
+  assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', maxDeferrals: -1 }), { field: 'max_deferrals' });
+  assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', onUnavailable: 'maybe' }), { field: 'on_unavailable' });
+  assert.throws(() => rateLimited(null, noop, { tenant: () => 't' }), { field: 'limiter' });
+});
+
+test('the geocoding example runs: 5 lookups at once, the other 3 after the window', () => {
+  const { execFileSync } = require('node:child_process');
+  const path = require('node:path');
+  const out = execFileSync(process.execPath, [path.join(__dirname, '..', 'examples', 'geocode-worker.js')], {
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  const times = [...out.matchAll(/^\+(\d+) ms {2}Main St/gm)].map((m) => Number(m[1]));
+  assert.equal(times.length, 8, out);
+  assert.equal(times.filter((t) => t < 2000).length, 5, out);
+  assert.match(out, /ratelimit_allowed_total\{resource="geocode"\} 8/);
+});

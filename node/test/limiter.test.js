@@ -1,0 +1,317 @@
+'use strict';
+// The one JS suite, run once per implementation: SLIDELIMIT_IMPL=native and
+// SLIDELIMIT_IMPL=wasm (make test-node does both) against a real redis-server.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const Redis = require('ioredis');
+const slidelimit = require('..');
+const { unique, connect, freePort, sleep } = require('./helpers');
+
+const { Limiter, MemoryLimiter, InvalidArgumentError, UnavailableError, WrongTypeError, SlidelimitError } = slidelimit;
+
+let redis;
+test.before(() => {
+  redis = connect();
+});
+test.after(() => redis.disconnect());
+
+function policy(overrides = {}) {
+  return { namespace: 'rl', resource: unique('node'), algorithm: 'sliding_log', limit: 3, windowMs: 1000, ...overrides };
+}
+
+async function assertInvalid(promiseOrFn, field) {
+  const check = (err) => {
+    assert.ok(err instanceof InvalidArgumentError, `expected InvalidArgumentError, got ${err && err.stack}`);
+    assert.ok(err instanceof SlidelimitError);
+    assert.ok(err instanceof Error);
+    assert.equal(err.code, 'invalid_argument');
+    assert.equal(err.field, field, `field of: ${err.message}`);
+    assert.match(err.message, new RegExp(`^${field}: `));
+    return true;
+  };
+  if (typeof promiseOrFn === 'function') assert.throws(promiseOrFn, check);
+  else await assert.rejects(promiseOrFn, check);
+}
+
+test('the implementation is the one asked for', () => {
+  const want = process.env.SLIDELIMIT_IMPL;
+  assert.ok(['native', 'wasm'].includes(slidelimit.implementation));
+  if (want === 'native' || want === 'wasm') assert.equal(slidelimit.implementation, want);
+  assert.match(slidelimit.version, /^\d+\.\d+\.\d+/);
+});
+
+test('every core error code has its Error subclass', () => {
+  assert.deepEqual(
+    [...slidelimit.errorCodes],
+    ['invalid_argument', 'unavailable', 'script_error', 'wrong_type', 'malformed_reply', 'permission_denied', 'internal'],
+  );
+  const classes = [
+    slidelimit.InvalidArgumentError,
+    slidelimit.UnavailableError,
+    slidelimit.ScriptError,
+    slidelimit.WrongTypeError,
+    slidelimit.MalformedReplyError,
+    slidelimit.PermissionDeniedError,
+    slidelimit.InternalError,
+  ];
+  const errors = require('../lib/errors');
+  for (const [i, code] of slidelimit.errorCodes.entries()) {
+    const err = errors.makeError(code, 'x');
+    assert.ok(err instanceof classes[i]);
+    assert.equal(err.code, code);
+  }
+});
+
+test('keys and slots come from core', () => {
+  const l = new Limiter(redis, { namespace: 'rl', resource: 'geocode', limit: 600, windowMs: 60000 });
+  assert.equal(l.key('tenant-17'), 'rl:{geocode:tenant-17}:log:60000');
+  assert.equal(l.key('a}b'), 'rl:{geocode:a%7Db}:log:60000');
+  assert.equal(l.key('a\0b c'), 'rl:{geocode:a%00b%20c}:log:60000');
+  assert.equal(l.key('zoë-東京'), 'rl:{geocode:zoë-東京}:log:60000');
+  assert.equal(slidelimit.slot('foo'), 12182);
+  const c = Limiter.memory({ resource: 'geocode', algorithm: 'sliding_counter', limit: 1, windowMs: 1000 });
+  assert.equal(c.key('t'), 'rl:{geocode:t}:counter:1000');
+  assert.deepEqual(c.policy, { namespace: 'rl', resource: 'geocode', algorithm: 'sliding_counter', limit: 1, windowMs: 1000 });
+});
+
+test('a bad policy is invalid_argument naming the field', () => {
+  const bad = [
+    [{ namespace: '' }, 'namespace'],
+    [{ namespace: 'rl:prod' }, 'namespace'],
+    [{ resource: 'geo{code' }, 'resource'],
+    [{ resource: 7 }, 'resource'],
+    [{ algorithm: 'fixed' }, 'algorithm'],
+    [{ limit: 0 }, 'limit'],
+    [{ limit: -1 }, 'limit'],
+    [{ limit: 1.5 }, 'limit'],
+    [{ limit: NaN }, 'limit'],
+    [{ limit: Infinity }, 'limit'],
+    [{ limit: 2 ** 64 }, 'limit'],
+    [{ limit: '5' }, 'limit'],
+    [{ limit: 10n }, 'limit'],
+    [{ windowMs: 0 }, 'window_ms'],
+    [{ windowMs: -Infinity }, 'window_ms'],
+    [{ windowMs: 0.5 }, 'window_ms'],
+    [{ windowMs: undefined }, 'window_ms'],
+    [{ limit: 2 ** 26 + 1, windowMs: 2 ** 26 }, 'limit'],
+  ];
+  for (const [overrides, field] of bad) {
+    assertInvalid(() => new Limiter(redis, policy(overrides)), field);
+    assertInvalid(() => new MemoryLimiter(policy(overrides)), field);
+  }
+  assertInvalid(() => new Limiter(redis, null), 'policy');
+  assertInvalid(() => new Limiter({}, policy()), 'redis');
+  assertInvalid(() => new Limiter(redis, policy(), { timeoutMs: -1 }), 'timeout_ms');
+});
+
+test('bad numbers and tenants are invalid_argument naming the field, on every method', async () => {
+  const cases = [
+    ['', {}, 'tenant'],
+    ['x'.repeat(513), {}, 'tenant'],
+    [42, {}, 'tenant'],
+    [undefined, {}, 'tenant'],
+    ['t', { cost: 0 }, 'cost'],
+    ['t', { cost: 4 }, 'cost'],
+    ['t', { cost: -1 }, 'cost'],
+    ['t', { cost: 1.5 }, 'cost'],
+    ['t', { cost: NaN }, 'cost'],
+    ['t', { cost: Infinity }, 'cost'],
+    ['t', { cost: 2 ** 53 + 2 }, 'cost'],
+    ['t', { cost: 2 ** 70 }, 'cost'],
+    ['t', { cost: '1' }, 'cost'],
+    ['t', { cost: null }, 'cost'],
+    ['t', { nowMs: -5 }, 'now_ms'],
+    ['t', { nowMs: 1.25 }, 'now_ms'],
+    ['t', { nowMs: NaN }, 'now_ms'],
+    ['t', { nowMs: -Infinity }, 'now_ms'],
+    ['t', { nowMs: 2 ** 52 + 1 }, 'now_ms'],
+    ['t', { nowMs: 2 ** 60 }, 'now_ms'],
+    ['t', { nowMs: '1000' }, 'now_ms'],
+    ['t', 'fast', 'options'],
+  ];
+  const p = policy();
+  for (const limiter of [new Limiter(redis, p), new MemoryLimiter(p)]) {
+    for (const [tenant, options, field] of cases) {
+      await assertInvalid(limiter.acquire(tenant, options), field);
+      await assertInvalid(limiter.peek(tenant, options), field);
+    }
+    await assertInvalid(limiter.reset(''), 'tenant');
+    await assertInvalid(limiter.reset(null), 'tenant');
+  }
+  // Nothing reached Redis.
+  assert.equal(await redis.exists(new Limiter(redis, p).key('t')), 0);
+});
+
+test('the sliding log fills, denies with the exact hint, and frees at s + W', async () => {
+  const l = new Limiter(redis, policy());
+  const at = (nowMs, cost = 1) => l.acquire('t-1', { cost, nowMs });
+  assert.deepEqual(await at(10000), { allowed: true, remaining: 2, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10000 });
+  assert.deepEqual(await at(10100), { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10100 });
+  assert.deepEqual(await at(10200), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10200 });
+  assert.deepEqual(await at(10300), { allowed: false, remaining: 0, retryAfterMs: 700, resetAfterMs: 900, nowMs: 10300 });
+  assert.deepEqual(await at(10300, 2), { allowed: false, remaining: 0, retryAfterMs: 800, resetAfterMs: 900, nowMs: 10300 });
+  assert.equal((await at(10999)).allowed, false);
+  assert.deepEqual(await at(11000), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 11000 });
+});
+
+test('peek records nothing and reset forgets the tenant', async () => {
+  const l = new Limiter(redis, policy({ limit: 2 }));
+  const first = await l.peek('t', { nowMs: 5000 });
+  assert.deepEqual(first, { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 5000 });
+  assert.equal(await redis.exists(l.key('t')), 0);
+  await l.acquire('t', { cost: 2, nowMs: 5000 });
+  assert.equal((await l.peek('t', { nowMs: 5001 })).allowed, false);
+  assert.equal(await l.reset('t'), true);
+  assert.equal(await l.reset('t'), false);
+  assert.equal((await l.acquire('t', { cost: 2, nowMs: 5002 })).allowed, true);
+});
+
+test('server time is the default', async () => {
+  const l = new Limiter(redis, policy({ windowMs: 60000 }));
+  const [seconds, micros] = await redis.time();
+  const d = await l.acquire('t');
+  const serverMs = Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+  assert.equal(d.allowed, true);
+  assert.ok(d.nowMs >= serverMs && d.nowMs < serverMs + 5000, `${d.nowMs} vs ${serverMs}`);
+  const m = new MemoryLimiter(policy());
+  const before = Date.now();
+  const dm = await m.acquire('t');
+  assert.ok(dm.nowMs >= before && dm.nowMs <= Date.now());
+});
+
+test('any tenant text works, control bytes and UTF-8 included', async () => {
+  const l = new Limiter(redis, policy({ limit: 1 }));
+  for (const tenant of ['a\0b', 'a%00b', '{x}', 'zoë-東京', 'x'.repeat(512)]) {
+    assert.equal((await l.acquire(tenant, { nowMs: 1000 })).allowed, true, tenant);
+    assert.equal((await l.acquire(tenant, { nowMs: 1000 })).allowed, false, tenant);
+    assert.equal(await redis.exists(l.key(tenant)), 1);
+  }
+});
+
+test('tenants and algorithms are isolated', async () => {
+  const p = policy({ limit: 1 });
+  const log = new Limiter(redis, p);
+  const counter = new Limiter(redis, { ...p, algorithm: 'sliding_counter' });
+  assert.equal((await log.acquire('a', { nowMs: 1000 })).allowed, true);
+  assert.equal((await log.acquire('b', { nowMs: 1000 })).allowed, true);
+  assert.equal((await counter.acquire('a', { nowMs: 1000 })).allowed, true);
+  assert.equal((await log.acquire('a', { nowMs: 1000 })).allowed, false);
+});
+
+// A small differential run: Redis and core's memory engine, same steps.
+function rng(seed) {
+  let s = seed >>> 0;
+  return () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return s / 2 ** 32;
+  };
+}
+
+for (const algorithm of ['sliding_log', 'sliding_counter']) {
+  test(`redis and the memory engine agree (${algorithm})`, async () => {
+    const random = rng(algorithm.length * 7919);
+    for (let round = 0; round < 5; round++) {
+      const p = policy({ algorithm, limit: 1 + Math.floor(random() * 6), windowMs: 50 + Math.floor(random() * 500) });
+      const onRedis = new Limiter(redis, p);
+      const inMemory = new MemoryLimiter(p);
+      let now = 1_000_000;
+      for (let i = 0; i < 120; i++) {
+        now += Math.floor(random() * p.windowMs * 0.4);
+        const tenant = random() < 0.8 ? 'a' : 'b';
+        const cost = 1 + Math.floor(random() * p.limit);
+        const options = { cost, nowMs: now };
+        assert.deepEqual(await onRedis.acquire(tenant, options), await inMemory.acquire(tenant, options), `step ${i}`);
+      }
+    }
+  });
+}
+
+test('a flushed script cache is invisible (NOSCRIPT falls back to EVAL once)', async () => {
+  const l = new Limiter(redis, policy());
+  assert.equal((await l.acquire('t', { nowMs: 1000 })).remaining, 2);
+  await redis.script('FLUSH');
+  assert.equal((await l.acquire('t', { nowMs: 1001 })).remaining, 1);
+  await redis.script('FLUSH');
+  assert.deepEqual(await l.peek('t', { nowMs: 1002 }), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 1002 });
+  assert.equal((await l.acquire('t', { nowMs: 1003 })).remaining, 0);
+  assert.equal((await l.acquire('t', { nowMs: 1004 })).allowed, false);
+});
+
+test('a key of another type is wrong_type', async () => {
+  const l = new Limiter(redis, policy());
+  await redis.set(l.key('t'), 'not a log');
+  await assert.rejects(l.acquire('t', { nowMs: 1000 }), (err) => {
+    assert.ok(err instanceof WrongTypeError);
+    assert.equal(err.code, 'wrong_type');
+    return true;
+  });
+});
+
+test('an unreachable Redis is unavailable within the timeout, never a decision', async () => {
+  // Nothing listens on this port; ioredis keeps retrying, the limiter gives up.
+  const dead = new Redis(freePort(), '127.0.0.1', { lazyConnect: false, retryStrategy: () => 50 });
+  dead.on('error', () => {});
+  try {
+    const l = new Limiter(dead, policy(), { timeoutMs: 200 });
+    for (const call of [() => l.acquire('t'), () => l.peek('t'), () => l.reset('t')]) {
+      const started = Date.now();
+      await assert.rejects(call(), (err) => {
+        assert.ok(err instanceof UnavailableError, String(err));
+        assert.equal(err.code, 'unavailable');
+        return true;
+      });
+      assert.ok(Date.now() - started < 1500, 'answered within the timeout');
+    }
+  } finally {
+    dead.disconnect();
+  }
+});
+
+test('a Redis that stops answering is unavailable after the timeout', async () => {
+  const admin = connect();
+  const client = connect();
+  try {
+    const l = new Limiter(client, policy(), { timeoutMs: 150 });
+    await l.acquire('t', { nowMs: 1000 });
+    await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+    const started = Date.now();
+    await assert.rejects(l.acquire('t', { nowMs: 1001 }), UnavailableError);
+    const elapsed = Date.now() - started;
+    assert.ok(elapsed >= 140 && elapsed < 500, `elapsed ${elapsed}`);
+  } finally {
+    await sleep(500);
+    admin.disconnect();
+    client.disconnect();
+  }
+});
+
+test('metrics count allowed and denied and observe the wait', async () => {
+  const prom = require('prom-client');
+  const registry = new prom.Registry();
+  const metrics = new slidelimit.Metrics({ registry, tenantLabel: true });
+  const p = policy({ limit: 1 });
+  const l = new Limiter(redis, p, { metrics });
+  await l.acquire('t', { nowMs: 1000 });
+  await l.acquire('t', { nowMs: 1250 });
+  await l.peek('t', { nowMs: 1250 }); // peeks are not counted
+  const m = new MemoryLimiter(p, { metrics });
+  await m.acquire('u', { nowMs: 1000 });
+  const text = await registry.metrics();
+  assert.match(text, new RegExp(`ratelimit_allowed_total\\{resource="${p.resource}",tenant="t"\\} 1`));
+  assert.match(text, new RegExp(`ratelimit_allowed_total\\{resource="${p.resource}",tenant="u"\\} 1`));
+  assert.match(text, new RegExp(`ratelimit_denied_total\\{resource="${p.resource}",tenant="t"\\} 1`));
+  assert.match(text, new RegExp(`ratelimit_wait_seconds_sum\\{resource="${p.resource}"\\} 0.75`));
+  assert.match(text, new RegExp(`ratelimit_wait_seconds_count\\{resource="${p.resource}"\\} 1`));
+
+  const bare = new prom.Registry();
+  const noTenant = new slidelimit.Metrics({ registry: bare });
+  await new Limiter(redis, p, { metrics: noTenant }).acquire('v', { nowMs: 1000 });
+  assert.match(await bare.metrics(), new RegExp(`ratelimit_allowed_total\\{resource="${p.resource}"\\} 1`));
+});
+
+test('concurrent acquires never admit more than the limit', async () => {
+  const l = new Limiter(redis, policy({ limit: 50, windowMs: 60000 }));
+  const results = await Promise.all(Array.from({ length: 200 }, () => l.acquire('hot')));
+  assert.equal(results.filter((d) => d.allowed).length, 50);
+});
