@@ -29,7 +29,7 @@ lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 test-rust: deps
-	scripts/with-redis.sh scripts/with-cluster.sh $(CARGO) test --workspace
+	scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh $(CARGO) test --workspace
 
 conformance-lint: deps
 	conformance/lint

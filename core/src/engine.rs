@@ -96,7 +96,7 @@ impl MemoryEngine {
         let write = call.script.mode == Mode::Acquire;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.calls += 1;
-        if state.calls % SWEEP_EVERY == 0 {
+        if state.calls.is_multiple_of(SWEEP_EVERY) {
             state.keys.retain(|_, e| e.expires_at > args.now);
         }
         let key = &call.keys[0];

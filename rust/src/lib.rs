@@ -40,6 +40,10 @@ pub struct Options {
     pub timeout: Duration,
     /// Prometheus metrics to update on every decision; `None` records nothing.
     pub metrics: Option<Metrics>,
+    /// PEM certificate(s) of the CA to trust for `rediss://` URLs instead of
+    /// the system's trust store (a private CA). The server's certificate is
+    /// always verified, host name included; `None` trusts the system roots.
+    pub tls_ca_pem: Option<Vec<u8>>,
 }
 
 impl Default for Options {
@@ -47,6 +51,7 @@ impl Default for Options {
         Options {
             timeout: Duration::from_secs(1),
             metrics: None,
+            tls_ca_pem: None,
         }
     }
 }
@@ -81,13 +86,15 @@ fn system_now_ms() -> u64 {
 }
 
 impl Limiter {
-    /// Connects to a standalone Redis (`redis://` URL). The connection
-    /// reconnects by itself after a restart.
+    /// Connects to a standalone Redis (`redis://`, or `rediss://` for TLS).
+    /// The connection reconnects by itself after a restart.
     pub async fn connect(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
         let timeout = options.timeout;
-        let connection = tokio::time::timeout(timeout, Connection::standalone(url, timeout))
-            .await
-            .map_err(|_| unavailable_after(timeout, "the connect"))??;
+        let tls_ca = options.tls_ca_pem.as_deref();
+        let connection =
+            tokio::time::timeout(timeout, Connection::standalone(url, timeout, tls_ca))
+                .await
+                .map_err(|_| unavailable_after(timeout, "the connect"))??;
         Ok(Self::with_store(policy, Store::Redis(connection), options))
     }
 
@@ -98,7 +105,8 @@ impl Limiter {
         options: Options,
     ) -> Result<Limiter> {
         let timeout = options.timeout;
-        let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout))
+        let tls_ca = options.tls_ca_pem.as_deref();
+        let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout, tls_ca))
             .await
             .map_err(|_| unavailable_after(timeout, "the connect"))??;
         Ok(Self::with_store(policy, Store::Redis(connection), options))

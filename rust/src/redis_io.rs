@@ -4,7 +4,8 @@
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{RedisError, Value};
+use redis::{IntoConnectionInfo, RedisError, TlsCertificates, Value};
+use rustls::pki_types::{pem::PemObject, CertificateDer};
 use slidelimit_core::{
     classify_server_error, Error, ErrorCode, Result, ScriptCall, ServerErrorKind,
 };
@@ -17,8 +18,20 @@ pub(crate) enum Connection {
 }
 
 impl Connection {
-    pub(crate) async fn standalone(url: &str, timeout: Duration) -> Result<Connection> {
-        let client = redis::Client::open(url).map_err(|e| Error::invalid("url", e))?;
+    pub(crate) async fn standalone(
+        url: &str,
+        timeout: Duration,
+        tls_ca: Option<&[u8]>,
+    ) -> Result<Connection> {
+        let info = url
+            .into_connection_info()
+            .map_err(|e| Error::invalid("url", e))?;
+        let client = match tls_ca {
+            None => redis::Client::open(info).map_err(|e| Error::invalid("url", e))?,
+            // Fails for a URL that is not rediss://.
+            Some(pem) => redis::Client::build_with_tls(info, trusting(pem)?)
+                .map_err(|e| Error::invalid("tls_ca_pem", e))?,
+        };
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
@@ -29,18 +42,24 @@ impl Connection {
         Ok(Connection::Standalone(manager))
     }
 
-    pub(crate) async fn cluster(urls: &[&str], timeout: Duration) -> Result<Connection> {
+    pub(crate) async fn cluster(
+        urls: &[&str],
+        timeout: Duration,
+        tls_ca: Option<&[u8]>,
+    ) -> Result<Connection> {
         if urls.is_empty() {
             return Err(Error::invalid(
                 "urls",
                 "at least one Cluster node is needed",
             ));
         }
-        let client = ClusterClient::builder(urls.iter().copied())
+        let mut builder = ClusterClient::builder(urls.iter().copied())
             .connection_timeout(timeout)
-            .response_timeout(timeout)
-            .build()
-            .map_err(|e| Error::invalid("urls", e))?;
+            .response_timeout(timeout);
+        if let Some(pem) = tls_ca {
+            builder = builder.certs(trusting(pem)?);
+        }
+        let client = builder.build().map_err(|e| Error::invalid("urls", e))?;
         let connection = client.get_async_connection().await.map_err(from_redis)?;
         Ok(Connection::Cluster(connection))
     }
@@ -73,6 +92,23 @@ impl Connection {
             .map(drop)
             .map_err(from_redis)
     }
+}
+
+/// Server verification against `pem` only; no client certificate. PEM that
+/// holds no certificate would trust nothing: a configuration error, said so.
+fn trusting(pem: &[u8]) -> Result<TlsCertificates> {
+    let mut certificates = 0;
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        cert.map_err(|e| Error::invalid("tls_ca_pem", format!("is not valid PEM: {e}")))?;
+        certificates += 1;
+    }
+    if certificates == 0 {
+        return Err(Error::invalid("tls_ca_pem", "holds no PEM certificate"));
+    }
+    Ok(TlsCertificates {
+        client_tls: None,
+        root_cert: Some(pem.to_vec()),
+    })
 }
 
 fn script_command(verb: &str, script: &str, call: &ScriptCall) -> redis::Cmd {

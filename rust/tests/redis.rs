@@ -159,9 +159,12 @@ fn a_flushed_script_cache_is_invisible() {
 fn a_key_of_the_wrong_type_is_wrong_type() {
     let p = policy(Algorithm::SlidingLog, 3, 1000);
     let key = p.key("t").unwrap();
+    // With a TTL like every key a test leaves (make test checks it afterwards).
     let _: () = redis::cmd("SET")
         .arg(&key)
         .arg("x")
+        .arg("PX")
+        .arg(60_000)
         .query(&mut raw_connection())
         .unwrap();
     let e = connect(p).acquire("t").unwrap_err();
@@ -174,7 +177,7 @@ fn a_stopped_redis_is_unavailable_within_the_timeout() {
     let timeout = Duration::from_millis(300);
     let options = Options {
         timeout,
-        metrics: None,
+        ..Options::default()
     };
     let limiter = blocking::Limiter::connect(
         &own.url(),
@@ -222,7 +225,7 @@ fn a_server_that_never_answers_times_out_as_unavailable() {
         policy(Algorithm::SlidingLog, 3, 1000),
         Options {
             timeout,
-            metrics: None,
+            ..Options::default()
         },
     );
     assert_eq!(result.err().unwrap().code(), ErrorCode::Unavailable);
@@ -245,6 +248,7 @@ fn metrics_count_decisions() {
         Options {
             timeout: Duration::from_secs(1),
             metrics: Some(metrics),
+            ..Options::default()
         },
     )
     .unwrap();

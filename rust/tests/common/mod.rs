@@ -38,51 +38,77 @@ pub fn free_port() -> u16 {
 /// A redis-server this test starts and stops itself (by its own child handle).
 pub struct OwnRedis {
     pub port: u16,
-    child: std::process::Child,
+    args: Vec<String>,
+    child: Option<std::process::Child>,
     dir: std::path::PathBuf,
 }
 
 impl OwnRedis {
     pub fn start() -> OwnRedis {
+        Self::start_with(&[])
+    }
+
+    /// Listens on a free loopback port with `--port`; `extra` options follow.
+    pub fn start_with(extra: &[&str]) -> OwnRedis {
         let port = free_port();
+        let mut args = vec!["--port".to_owned(), port.to_string()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        Self::start_args(port, args)
+    }
+
+    /// `args` must make the server listen on `port` (plain or TLS).
+    pub fn start_args(port: u16, args: Vec<String>) -> OwnRedis {
         let dir = std::env::temp_dir().join(format!("slidelimit-own-redis-{port}"));
         std::fs::create_dir_all(&dir).unwrap();
+        let mut own = OwnRedis {
+            port,
+            args,
+            child: None,
+            dir,
+        };
+        own.restart();
+        own
+    }
+
+    /// Starts the server again, same port and options, empty (nothing is saved).
+    pub fn restart(&mut self) {
+        self.stop();
         let mut child = std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(&self.args)
             .arg("--dir")
-            .arg(&dir)
+            .arg(&self.dir)
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("start redis-server (scripts/deps.sh installs it)");
-        let url = format!("redis://127.0.0.1:{port}/");
+        // A listening socket is enough: an empty server is ready when it listens.
         for _ in 0..200 {
-            if redis::Client::open(url.as_str())
-                .and_then(|c| c.get_connection())
-                .is_ok()
-            {
-                return OwnRedis { port, child, dir };
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                self.child = Some(child);
+                return;
             }
             std::thread::sleep(std::time::Duration::from_millis(25));
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("redis-server on port {port} did not come up");
+        panic!("redis-server on port {} did not come up", self.port);
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}/", self.port)
     }
 
+    pub fn connection(&self) -> redis::Connection {
+        redis::Client::open(self.url())
+            .and_then(|c| c.get_connection())
+            .expect("connect to the test's own redis-server")
+    }
+
     pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 

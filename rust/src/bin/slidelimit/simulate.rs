@@ -456,7 +456,7 @@ fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -465,7 +465,7 @@ fn thousands(n: u64) -> String {
 }
 
 fn window_label(window_ms: u64) -> String {
-    if window_ms % 1000 == 0 {
+    if window_ms.is_multiple_of(1000) {
         format!("{} s", thousands(window_ms / 1000))
     } else {
         format!("{} ms", thousands(window_ms))
@@ -522,8 +522,9 @@ fn rows(seconds: &[Second], first: u64) -> Vec<Row> {
         if let Some(row) = rows.last_mut() {
             let prev = &seconds[(row.to - first) as usize];
             let quiet = prev.sent == 0 && s.sent == 0;
-            let joins =
-                key(prev) == key(s) && at - row.from < MAX_ROW_SECONDS && at % MAX_ROW_SECONDS != 0;
+            let joins = key(prev) == key(s)
+                && at - row.from < MAX_ROW_SECONDS
+                && !at.is_multiple_of(MAX_ROW_SECONDS);
             if quiet || joins {
                 row.to = at;
                 continue;
@@ -735,7 +736,7 @@ fn render_timeline(o: &mut String, sc: &Scenario, outcomes: &[Outcome]) {
 }
 
 fn short_window(window_ms: u64) -> String {
-    if window_ms % 1000 == 0 {
+    if window_ms.is_multiple_of(1000) {
         format!("{}s", window_ms / 1000)
     } else {
         format!("{window_ms}ms")
