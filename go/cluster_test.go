@@ -71,4 +71,8 @@ func TestCluster(t *testing.T) {
 	if d, err := l.Acquire(context.Background(), "server-time"); err != nil || !d.Allowed {
 		t.Fatalf("%+v %v", d, err)
 	}
+	// Every key the test wrote on any node expires by itself.
+	if err := cluster.ForEachMaster(context.Background(), testredis.KeysExpire); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -257,7 +258,13 @@ func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, no
 		return err
 	})
 	if err != nil {
-		return Decision{}, l.redisError(err)
+		e := l.redisError(err)
+		if e.Code == ErrWrongType {
+			// Redis's WRONGTYPE text names no key: say which one, and why.
+			e.Message = fmt.Sprintf("key %q holds a type the %s algorithm does not write (another program's key, or the other algorithm's)",
+				call.keys[0], l.policy.Algorithm)
+		}
+		return Decision{}, e
 	}
 	ints, err := replyInts(reply)
 	if err != nil {
@@ -301,7 +308,7 @@ func (l *Limiter) bounded(ctx context.Context, exchange func(context.Context) er
 // redisError maps what go-redis returned to a slidelimit error: server error
 // replies are classified by core; everything else (network, timeout, closed
 // pool) means Redis is unavailable, never a decision.
-func (l *Limiter) redisError(err error) error {
+func (l *Limiter) redisError(err error) *Error {
 	if errors.Is(err, redis.Nil) {
 		return &Error{Code: ErrMalformedReply, Message: "script reply is nil"}
 	}
@@ -314,9 +321,15 @@ func (l *Limiter) redisError(err error) error {
 		}
 		return &Error{Code: code, Message: message, Err: err}
 	}
-	message := fmt.Sprintf("Redis did not answer (timeout %v)", l.cfg.timeout)
-	if errors.Is(err, context.Canceled) {
+	// Say what happened: a timeout and a refused connection or failed TLS
+	// handshake call for different fixes.
+	message := "the connection to Redis failed"
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
 		message = "the caller's context was canceled before Redis answered"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+		message = fmt.Sprintf("Redis did not answer within the timeout (%v)", l.cfg.timeout)
 	}
 	return &Error{Code: ErrUnavailable, Message: message, Err: err}
 }

@@ -12,8 +12,9 @@ FFI_HEADER := ffi-c/include/slidelimit.h
 FFI_TEST := .tmp/ffi/ffi_test
 
 # go's build cache does not see a rebuilt C library: a flag carrying its hash
-# makes every test binary relink when it changes.
-GO_LIBFLAGS = GOFLAGS="-buildvcs=false -ldflags=-X=github.com/slidelimit/slidelimit/go.ffiLibHash=$$(sha256sum $(FFI_LIB) | cut -c1-16)"
+# makes every test binary relink when it changes (an absolute path: the
+# commands that use it run from go/).
+GO_LIBFLAGS = GOFLAGS="-buildvcs=false -ldflags=-X=github.com/slidelimit/slidelimit/go.ffiLibHash=$$(sha256sum $(CURDIR)/$(FFI_LIB) | cut -c1-16)"
 
 TEST_TARGETS += test-go
 BENCH_TARGETS += bench-go
@@ -55,8 +56,10 @@ go-lint: ffi-lib
 
 # go test runs twice: as users run it, and with GODEBUG=cgocheck=1 spelled
 # out; River's tests get a PostgreSQL of their own, the rest a fresh Redis.
+# Afterwards scripts/check-ttl.py SCANs that Redis: no key the Go tests left
+# may lack a TTL (servers the tests start themselves check it before they stop).
 test-go: test-ffi go-lint
-	go/scripts/with-postgres.sh scripts/with-redis.sh bash -c '\
+	go/scripts/with-postgres.sh scripts/with-redis.sh scripts/with-ttl-check.sh bash -c '\
 		export $(GO_LIBFLAGS) && cd go && $(GO) test -count=1 ./... && \
 		GODEBUG=cgocheck=1 $(GO) test -count=1 ./...'
 

@@ -19,7 +19,8 @@ start)
   nodes=()
   for port in "$@"; do
     "$here/redis.sh" start "$name-$port" "$port" --cluster-enabled yes \
-      --cluster-config-file nodes.conf --cluster-node-timeout 2000 >/dev/null
+      --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+      --repl-diskless-sync-delay 0 >/dev/null
     nodes+=("127.0.0.1:$port")
   done
   redis-cli --cluster create "${nodes[@]}" --cluster-replicas 1 --cluster-yes >"$state/create.log" 2>&1 || {
@@ -31,6 +32,10 @@ start)
       ok=1
       for port in "$@"; do
         redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+        # A replica counts once its first sync is done, so failovers have data to keep.
+        if redis-cli -p "$port" role 2>/dev/null | head -1 | grep -q slave; then
+          redis-cli -p "$port" info replication 2>/dev/null | grep -q 'master_link_status:up' || ok=0
+        fi
       done
       if ((ok)); then
         echo "cluster $name on ports $*" >&2

@@ -273,6 +273,19 @@ static void test_calls(const slidelimit_policy *p) {
   CHECK(slidelimit_policy_build_call(p, S("t"), 1, NULL, 0, &call, msg, sizeof msg, &msg_len) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "mode:"));
+  /* Invalid UTF-8 tenants (C hands over bytes): stray, cut, overlong,
+   * surrogate, above U+10FFFF. No call is made, the message names the field. */
+  static const char *const not_utf8[] = {"\xff", "ok\x80", "ab\xc3", "\xc0\xaf", "\xed\xa0\x80",
+                                         "\xf4\x90\x80\x80"};
+  for (size_t i = 0; i < sizeof not_utf8 / sizeof not_utf8[0]; i++) {
+    const uint8_t *bytes = (const uint8_t *)not_utf8[i];
+    size_t n = strlen(not_utf8[i]);
+    msg_len = 0;
+    CHECK(slidelimit_policy_build_call(p, bytes, n, 1, NULL, SLIDELIMIT_MODE_ACQUIRE, &call, msg,
+                                       sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+    CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
+    CHECK(call == NULL);
+  }
   CHECK(slidelimit_policy_build_call(NULL, S("t"), 1, NULL, 1, &call, NULL, 0, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_policy_build_call(p, S("t"), 1, NULL, 1, NULL, NULL, 0, NULL) ==
@@ -379,6 +392,17 @@ static void test_memory(const slidelimit_policy *p) {
   CHECK(slidelimit_memory_acquire(m, p, S("t"), 1, (1ULL << 52) + 1, &d, msg, sizeof msg,
                                   &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "now_ms:"));
+  /* Invalid UTF-8 tenants record nothing, in any call. */
+  CHECK(slidelimit_memory_acquire(m, p, S("t\xff"), 1, 2000, &d, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
+  CHECK(slidelimit_memory_peek(m, p, S("\xed\xa0\x80"), 1, 2000, &d, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
+  CHECK(slidelimit_memory_reset(m, p, S("\xc0\xaf"), &removed, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
+  CHECK(slidelimit_memory_key_count(m, &count) == SLIDELIMIT_RESULT_OK && count == 1);
 
   CHECK(slidelimit_memory_reset(m, p, S("t-1"), &removed, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(removed);

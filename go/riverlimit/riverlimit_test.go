@@ -3,6 +3,7 @@ package riverlimit_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -308,5 +309,62 @@ func TestMiddlewareGatesEveryJob(t *testing.T) {
 	_, _, outcomes := r.snapshot()
 	if len(outcomes) != 5 {
 		t.Fatalf("the unchecked job must not reach the gate: %d outcomes", len(outcomes))
+	}
+}
+
+// A Redis that accepts connections and never answers: each check gives up at
+// the limiter's timeout, the job snoozes without running its work, and after
+// several snoozes River still holds it at attempt 0 with no error recorded.
+func TestHangingRedisSnoozesWithinTheTimeout(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	rc := redis.NewClient(&redis.Options{Addr: testredis.Silent(t), ContextTimeoutEnabled: true})
+	defer rc.Close()
+	l := limiter(t, rc, 10, 1000, slidelimit.WithTimeout(timeout))
+	var r run
+	gate := riverlimit.NewGate(l, riverlimit.WithMaxJitter(0), riverlimit.WithObserver(r.observe),
+		riverlimit.WithBackoff(func(int) time.Duration { return 100 * time.Millisecond }))
+
+	// The gate alone: a snooze, in about the timeout, and no work.
+	start := time.Now()
+	err := gate.Run(context.Background(), &rivertype.JobRow{}, "key-1", 1, func(context.Context) error {
+		t.Fatal("the work ran without a budget")
+		return nil
+	})
+	took := time.Since(start)
+	var snooze *river.JobSnoozeError
+	if !errors.As(err, &snooze) || snooze.Duration != 100*time.Millisecond {
+		t.Fatalf("want a 100ms snooze, got %v", err)
+	}
+	if took < timeout-20*time.Millisecond || took > timeout+200*time.Millisecond {
+		t.Fatalf("the check gave up after %v, the timeout is %v", took, timeout)
+	}
+
+	// The same through a real River client.
+	workers := river.NewWorkers()
+	river.AddWorker(workers, riverlimit.Wrap[geocodeArgs](river.WorkFunc(r.work), gate,
+		func(job *river.Job[geocodeArgs]) (string, uint64) { return job.Args.APIKey, 1 }))
+	client, events, queue := startRiver(t, workers)
+	job := insert(t, client, queue, geocodeArgs{APIKey: "key-1"})
+	for i := 0; i < 3; i++ {
+		e := next(t, events, 10*time.Second)
+		if e.Kind != river.EventKindJobSnoozed || e.Job.Attempt != 0 || len(e.Job.Errors) != 0 {
+			t.Fatalf("event %d: %s, attempt %d, errors %v", i, e.Kind, e.Job.Attempt, e.Job.Errors)
+		}
+	}
+	row, err := client.JobGet(context.Background(), job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row.Attempt != 0 || len(row.Errors) != 0 || row.State == rivertype.JobStateDiscarded || row.State == rivertype.JobStateRetryable {
+		t.Fatalf("stored job: attempt %d, state %s, errors %v", row.Attempt, row.State, row.Errors)
+	}
+	attempts, _, outcomes := r.snapshot()
+	if len(attempts) != 0 {
+		t.Fatalf("the work ran: %v", attempts)
+	}
+	for i, o := range outcomes {
+		if o.Ran || !errors.Is(o.Err, slidelimit.ErrUnavailable) {
+			t.Fatalf("outcome %d: %+v", i, o)
+		}
 	}
 }

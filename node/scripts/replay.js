@@ -3,9 +3,10 @@
 // Conformance runner: `node scripts/replay.js VECTOR_FILE` prints the decision
 // log of docs/protocol.md for one `slidelimit-vectors/1` file, running every
 // decision vector through Limiter + ioredis on the Redis at
-// SLIDELIMIT_TEST_REDIS_URL (caller time; every key a vector touches is
-// deleted first). SLIDELIMIT_IMPL picks native or wasm. Nothing else goes to
-// stdout.
+// SLIDELIMIT_TEST_REDIS_URL, or the Cluster at SLIDELIMIT_TEST_CLUSTER_URLS
+// when SLIDELIMIT_CONFORMANCE_CLUSTER=1 (caller time; every key a vector
+// touches is deleted first). SLIDELIMIT_IMPL picks native or wasm. Nothing
+// else goes to stdout.
 
 const fs = require('node:fs');
 const Redis = require('ioredis');
@@ -106,13 +107,29 @@ async function decisionLines(v, redis) {
   return lines;
 }
 
+// The Redis at SLIDELIMIT_TEST_REDIS_URL or, with
+// SLIDELIMIT_CONFORMANCE_CLUSTER=1, the Cluster whose nodes are listed
+// (comma-separated URLs) in SLIDELIMIT_TEST_CLUSTER_URLS.
+function connect() {
+  if (process.env.SLIDELIMIT_CONFORMANCE_CLUSTER === '1') {
+    const urls = process.env.SLIDELIMIT_TEST_CLUSTER_URLS;
+    if (!urls) fail('SLIDELIMIT_TEST_CLUSTER_URLS is not set');
+    const nodes = urls.split(',').map((u) => {
+      const { hostname, port } = new URL(u.trim());
+      return { host: hostname, port: Number(port) };
+    });
+    return new Redis.Cluster(nodes, { redisOptions: { maxRetriesPerRequest: 1 } });
+  }
+  const url = process.env.SLIDELIMIT_TEST_REDIS_URL;
+  if (!url) fail('SLIDELIMIT_TEST_REDIS_URL is not set');
+  return new Redis(url, { maxRetriesPerRequest: 1 });
+}
+
 async function main() {
   const [path] = process.argv.slice(2);
   if (!path) fail('usage: replay.js VECTOR_FILE');
-  const url = process.env.SLIDELIMIT_TEST_REDIS_URL;
-  if (!url) fail('SLIDELIMIT_TEST_REDIS_URL is not set');
   const vectors = load(path);
-  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  const redis = connect();
   const out = [];
   try {
     for (const v of vectors) {

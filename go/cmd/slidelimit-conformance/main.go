@@ -1,6 +1,7 @@
 // Command slidelimit-conformance runs a conformance vector file (format
 // slidelimit-vectors/1) through the Go binding against the Redis at
-// SLIDELIMIT_TEST_REDIS_URL and prints the decision log of docs/protocol.md:
+// SLIDELIMIT_TEST_REDIS_URL (or the Cluster at SLIDELIMIT_TEST_CLUSTER_URLS
+// when SLIDELIMIT_CONFORMANCE_CLUSTER=1) and prints the decision log of docs/protocol.md:
 // one compact JSON line per key vector and per step, nothing else on stdout.
 //
 //	slidelimit-conformance VECTOR_FILE
@@ -309,6 +310,37 @@ func decisionLines(ctx context.Context, client redis.UniversalClient, v *decisio
 	return lines
 }
 
+// connect opens the Redis at SLIDELIMIT_TEST_REDIS_URL or, with
+// SLIDELIMIT_CONFORMANCE_CLUSTER=1, the Cluster whose nodes are listed
+// (comma-separated URLs) in SLIDELIMIT_TEST_CLUSTER_URLS.
+func connect() (redis.UniversalClient, error) {
+	if os.Getenv("SLIDELIMIT_CONFORMANCE_CLUSTER") == "1" {
+		urls := os.Getenv("SLIDELIMIT_TEST_CLUSTER_URLS")
+		if urls == "" {
+			return nil, fmt.Errorf("set SLIDELIMIT_TEST_CLUSTER_URLS (scripts/with-cluster.sh does)")
+		}
+		var addrs []string
+		for _, u := range strings.Split(urls, ",") {
+			opts, err := redis.ParseURL(strings.TrimSpace(u))
+			if err != nil {
+				return nil, fmt.Errorf("SLIDELIMIT_TEST_CLUSTER_URLS: %w", err)
+			}
+			addrs = append(addrs, opts.Addr)
+		}
+		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ContextTimeoutEnabled: true}), nil
+	}
+	url := os.Getenv("SLIDELIMIT_TEST_REDIS_URL")
+	if url == "" {
+		return nil, fmt.Errorf("set SLIDELIMIT_TEST_REDIS_URL (scripts/with-redis.sh does)")
+	}
+	opts, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("SLIDELIMIT_TEST_REDIS_URL: %w", err)
+	}
+	opts.ContextTimeoutEnabled = true
+	return redis.NewClient(opts), nil
+}
+
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: slidelimit-conformance VECTOR_FILE")
@@ -319,18 +351,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "vector file %s: %v\n", os.Args[1], err)
 		os.Exit(2)
 	}
-	url := os.Getenv("SLIDELIMIT_TEST_REDIS_URL")
-	if url == "" {
-		fmt.Fprintln(os.Stderr, "set SLIDELIMIT_TEST_REDIS_URL (scripts/with-redis.sh does)")
-		os.Exit(2)
-	}
-	opts, err := redis.ParseURL(url)
+	client, err := connect()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "SLIDELIMIT_TEST_REDIS_URL: %v\n", err)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	opts.ContextTimeoutEnabled = true
-	client := redis.NewClient(opts)
 	defer client.Close()
 
 	ctx := context.Background()

@@ -90,35 +90,97 @@ func Start(t testing.TB, extra ...string) string {
 
 func start(t testing.TB, port string, extra ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	args := append([]string{"--port", port, "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "no", "--daemonize", "no"}, extra...)
-	cmd := exec.Command("redis-server", args...)
-	log, err := os.Create(filepath.Join(dir, "redis.log"))
-	if err != nil {
-		t.Fatal(err)
+	args := append([]string{"--port", port}, extra...)
+	return Spawn(t, args, &redis.Options{Addr: "127.0.0.1:" + port}).Addr
+}
+
+// Server is a redis-server of the test's own: it can be killed and started
+// again on the same port (with the same options, and empty: nothing is saved).
+type Server struct {
+	// Addr is 127.0.0.1:<port> (the TLS port for a TLS server).
+	Addr string
+
+	t     testing.TB
+	args  []string
+	ready *redis.Options
+	dir   string
+	cmd   *exec.Cmd
+	log   *os.File
+}
+
+// StartServer runs a redis-server on a free port, stopped by its pid when the
+// test ends unless the test stopped it already.
+func StartServer(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	port := FreePort(t)
+	return Spawn(t, append([]string{"--port", port}, extra...), &redis.Options{Addr: "127.0.0.1:" + port})
+}
+
+// Spawn runs redis-server with args (which must choose the ports) and waits
+// until a client made with ready answers PING. ready.Addr becomes Server.Addr.
+func Spawn(t testing.TB, args []string, ready *redis.Options) *Server {
+	t.Helper()
+	s := &Server{Addr: ready.Addr, t: t, ready: ready, dir: t.TempDir(),
+		args: append([]string{"--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+			"--daemonize", "no"}, args...)}
+	s.Start()
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// Start starts the server again after Stop, on the same port.
+func (s *Server) Start() {
+	s.t.Helper()
+	if s.cmd != nil {
+		s.t.Fatal("testredis: Start on a running server")
 	}
+	log, err := os.OpenFile(filepath.Join(s.dir, "redis.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command("redis-server", append(s.args, "--dir", s.dir)...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
-		t.Fatalf("redis-server: %v", err)
+		log.Close()
+		s.t.Fatalf("redis-server: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		_ = log.Close()
-	})
-	addr := "127.0.0.1:" + port
-	c := redis.NewClient(&redis.Options{Addr: addr})
+	s.cmd, s.log = cmd, log
+	c := redis.NewClient(s.ready)
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
-	for c.Ping(context.Background()).Err() != nil {
+	for {
+		err := c.Ping(context.Background()).Err()
+		if err == nil {
+			return
+		}
 		if time.Now().After(deadline) {
-			body, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("redis-server on %s did not start:\n%s", addr, body)
+			body, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
+			s.Stop()
+			s.t.Fatalf("redis-server on %s did not start (%v):\n%s", s.Addr, err, body)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return addr
+}
+
+// Stop kills the server by its pid (SIGKILL: a crash, nothing is saved) and
+// waits for it to exit. Safe to call when it is not running.
+func (s *Server) Stop() {
+	if s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	_ = s.log.Close()
+	s.cmd, s.log = nil, nil
+}
+
+// Client is a client of this server made from the readiness options, closed
+// when the test ends.
+func (s *Server) Client() *redis.Client {
+	opts := *s.ready
+	c := redis.NewClient(&opts)
+	s.t.Cleanup(func() { _ = c.Close() })
+	return c
 }
 
 // Cluster starts a Redis Cluster of `masters` nodes (no replicas) and

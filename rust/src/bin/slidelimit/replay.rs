@@ -1,5 +1,5 @@
-//! `slidelimit replay FILE [--redis URL]`: runs a conformance vector file
-//! (format `slidelimit-vectors/1`) and prints the decision log of
+//! `slidelimit replay FILE [--redis URL [--cluster]]`: runs a conformance
+//! vector file (format `slidelimit-vectors/1`) and prints the decision log of
 //! docs/protocol.md, one compact JSON line per key vector and per step.
 
 use crate::Failure;
@@ -25,6 +25,9 @@ pub struct ReplayArgs {
     /// touches is reset first) instead of the embedded engine.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
+    /// --redis holds comma-separated URLs of Redis Cluster nodes.
+    #[arg(long, requires = "redis")]
+    cluster: bool,
     /// Per-call timeout with --redis.
     #[arg(long, default_value_t = 2000)]
     timeout_ms: u64,
@@ -255,6 +258,14 @@ pub fn step_line(vector: &str, step: usize, result: &Result<Decision>) -> String
     line
 }
 
+/// The Redis a replay runs on.
+#[derive(Clone, Copy)]
+struct Store<'a> {
+    url: &'a str,
+    cluster: bool,
+    timeout: Duration,
+}
+
 /// Where one decision vector runs, always from empty state.
 enum Session {
     Memory(MemoryEngine, Policy),
@@ -262,15 +273,20 @@ enum Session {
 }
 
 impl Session {
-    fn open(redis: Option<(&str, Duration)>, policy: Policy, tenants: &[&str]) -> Result<Session> {
-        let Some((url, timeout)) = redis else {
+    fn open(redis: Option<Store>, policy: Policy, tenants: &[&str]) -> Result<Session> {
+        let Some(store) = redis else {
             return Ok(Session::Memory(MemoryEngine::new(), policy));
         };
         let options = Options {
-            timeout,
+            timeout: store.timeout,
             ..Options::default()
         };
-        let limiter = blocking::Limiter::connect(url, policy, options)?;
+        let limiter = if store.cluster {
+            let urls: Vec<&str> = store.url.split(',').map(str::trim).collect();
+            blocking::Limiter::connect_cluster(&urls, policy, options)?
+        } else {
+            blocking::Limiter::connect(store.url, policy, options)?
+        };
         for tenant in tenants {
             match limiter.reset(tenant) {
                 // A tenant the key cannot be built for touches no key.
@@ -289,7 +305,7 @@ impl Session {
     }
 }
 
-fn decision_lines(v: &DecisionVector, redis: Option<(&str, Duration)>) -> Vec<String> {
+fn decision_lines(v: &DecisionVector, redis: Option<Store>) -> Vec<String> {
     let p = &v.policy;
     let session = (|| {
         let algorithm = Algorithm::parse(&p.algorithm)?;
@@ -315,10 +331,11 @@ fn decision_lines(v: &DecisionVector, redis: Option<(&str, Duration)>) -> Vec<St
 
 pub fn run(args: &ReplayArgs) -> std::result::Result<(), Failure> {
     let vectors = load(&args.file)?;
-    let redis = args
-        .redis
-        .as_deref()
-        .map(|url| (url, Duration::from_millis(args.timeout_ms)));
+    let redis = args.redis.as_deref().map(|url| Store {
+        url,
+        cluster: args.cluster,
+        timeout: Duration::from_millis(args.timeout_ms),
+    });
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for vector in &vectors {

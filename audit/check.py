@@ -1,0 +1,168 @@
+#!/usr/bin/env python3
+"""audit/check.py --limit N --window-ms W [--report-only] [--label TEXT] LOG...
+
+Merges the decision logs written by the audit workers (one JSON line per
+decision: {"lang", "allowed", "now_ms", "retry_after_ms"}, or {"lang",
+"error"}) and counts, for every t, the permits admitted with now_ms in
+(t - W, t]. Prints per language: attempts, allowed, denied, errors and the
+largest rolling count of its own admissions, then the largest rolling count
+of all languages together and its ratio to the limit.
+
+Exit status 1 when any (t - W, t] holds more than N admissions, when a call
+failed, when a decision is inconsistent (allowed with a retry hint, denied
+without one), when a language made no attempt or got no permit, or when the
+whole run never filled a window (the audit then proved nothing). With
+--report-only (the sliding counter, which is approximate by design) only
+errors, inconsistent lines and idle languages fail; the overshoot is reported.
+The last line is a JSON summary for scripts.
+"""
+
+import argparse
+import json
+import sys
+from collections import OrderedDict
+
+
+def largest_rolling_count(times, window_ms):
+    """Largest number of entries of the sorted list `times` in any (t - W, t].
+
+    Returns (count, t): the largest count and the newest entry of the first
+    window that holds it.
+    """
+    best, best_t, oldest = 0, None, 0
+    for newest, t in enumerate(times):
+        while times[oldest] <= t - window_ms:
+            oldest += 1
+        if newest + 1 - oldest > best:
+            best, best_t = newest + 1 - oldest, t
+    return best, best_t
+
+
+class Lang:
+    def __init__(self):
+        self.attempts = 0
+        self.allowed = []
+        self.denied = 0
+        self.errors = OrderedDict()
+        self.inconsistent = 0
+
+
+def read_logs(paths):
+    """Per language (in order of first appearance): its Lang record."""
+    langs = OrderedDict()
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    d = json.loads(line)
+                    lang = langs.setdefault(str(d["lang"]), Lang())
+                    lang.attempts += 1
+                    if "error" in d:
+                        code = str(d["error"])
+                        lang.errors[code] = lang.errors.get(code, 0) + 1
+                        continue
+                    allowed, now, retry = d["allowed"], d["now_ms"], d["retry_after_ms"]
+                except (ValueError, KeyError, TypeError) as e:
+                    raise SystemExit(f"{path}:{number}: not an audit line ({e}): {line[:200]}")
+                if not isinstance(allowed, bool) or not all(
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (now, retry)
+                ):
+                    raise SystemExit(f"{path}:{number}: bad field types: {line[:200]}")
+                if allowed:
+                    lang.allowed.append(now)
+                    lang.inconsistent += retry != 0
+                else:
+                    lang.denied += 1
+                    lang.inconsistent += retry == 0
+    return langs
+
+
+def check(langs, limit, window_ms, report_only):
+    """Prints the table; returns (problems, summary)."""
+    problems = []
+    merged = sorted(t for lang in langs.values() for t in lang.allowed)
+    overall, at = largest_rolling_count(merged, window_ms)
+
+    head = f"{'lang':<12} {'attempts':>9} {'allowed':>8} {'denied':>9} {'errors':>7} {'largest rolling':>16}"
+    print(head)
+    rows = {}
+    for name, lang in langs.items():
+        own, _ = largest_rolling_count(sorted(lang.allowed), window_ms)
+        errors = sum(lang.errors.values())
+        print(
+            f"{name:<12} {lang.attempts:>9} {len(lang.allowed):>8} {lang.denied:>9} "
+            f"{errors:>7} {own:>16}"
+        )
+        rows[name] = {
+            "attempts": lang.attempts,
+            "allowed": len(lang.allowed),
+            "denied": lang.denied,
+            "errors": errors,
+            "largest_rolling": own,
+        }
+        if errors:
+            detail = ", ".join(f"{n} {code}" for code, n in lang.errors.items())
+            problems.append(f"{name}: {errors} call(s) failed ({detail})")
+        if lang.inconsistent:
+            problems.append(f"{name}: {lang.inconsistent} decision(s) with an inconsistent retry_after_ms")
+        if lang.attempts == 0 or not lang.allowed:
+            problems.append(f"{name}: no permit admitted: this language took no part in the run")
+
+    total = sum(r["attempts"] for r in rows.values())
+    span = (merged[-1] - merged[0]) if merged else 0
+    ratio = overall / limit
+    where = f" (window ending at now_ms {at})" if at is not None else ""
+    print(
+        f"{'all':<12} {total:>9} {len(merged):>8} {sum(r['denied'] for r in rows.values()):>9} "
+        f"{sum(r['errors'] for r in rows.values()):>7} {overall:>16}"
+    )
+    print(
+        f"largest rolling count {overall} of limit {limit} per {window_ms} ms = "
+        f"{ratio:.3f} x the limit{where}; admissions spread over {span} ms"
+    )
+    if not langs:
+        problems.append("no decision logged at all")
+    if not report_only:
+        if overall > limit:
+            problems.append(f"OVER-ADMISSION: {overall} permits in one rolling window, limit {limit}")
+        elif merged and overall < limit:
+            problems.append(f"no rolling window ever filled ({overall} < {limit}): the run proved nothing")
+    summary = {
+        "limit": limit,
+        "window_ms": window_ms,
+        "largest_rolling": overall,
+        "ratio": round(ratio, 4),
+        "langs": rows,
+    }
+    return problems, summary
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(
+        description=__doc__.strip().splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--limit", type=int, required=True)
+    parser.add_argument("--window-ms", type=int, required=True)
+    parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--label", default="")
+    parser.add_argument("logs", nargs="+")
+    args = parser.parse_args(argv)
+    if args.limit < 1 or args.window_ms < 1:
+        parser.error("--limit and --window-ms must be at least 1")
+    if args.label:
+        print(f"== {args.label}")
+    problems, summary = check(read_logs(args.logs), args.limit, args.window_ms, args.report_only)
+    for p in problems:
+        print(f"FAIL: {p}")
+    summary["label"] = args.label
+    summary["ok"] = not problems
+    print("summary " + json.dumps(summary, separators=(",", ":")))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

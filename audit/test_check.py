@@ -1,0 +1,88 @@
+"""Tests of audit/check.py: python3 -m unittest audit/test_check.py"""
+
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import check  # noqa: E402
+
+
+def line(lang, allowed, now, retry=None):
+    if retry is None:
+        retry = 0 if allowed else 5
+    return json.dumps({"lang": lang, "allowed": allowed, "now_ms": now, "retry_after_ms": retry})
+
+
+class RollingCount(unittest.TestCase):
+    def test_windows_are_half_open(self):
+        # (t - 100, t]: an entry exactly W older than t no longer counts.
+        self.assertEqual(check.largest_rolling_count([0, 99, 100, 100, 199], 100), (3, 100))
+        self.assertEqual(check.largest_rolling_count([0, 100, 200], 100), (1, 0))
+        self.assertEqual(check.largest_rolling_count([5, 5, 5], 100), (3, 5))
+        self.assertEqual(check.largest_rolling_count([], 100), (0, None))
+
+
+class Check(unittest.TestCase):
+    def run_check(self, lines, *flags):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "log.jsonl")
+            with open(path, "w", encoding="utf-8") as f:
+                f.write("\n".join(lines) + "\n")
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                status = check.main(["--limit", "2", "--window-ms", "100", *flags, path])
+        summary = json.loads(out.getvalue().rsplit("summary ", 1)[1])
+        return status, out.getvalue(), summary
+
+    def test_a_full_window_across_languages_passes(self):
+        status, out, summary = self.run_check(
+            [line("rust", True, 0), line("go", True, 50), line("go", False, 60), line("rust", True, 100)]
+        )
+        self.assertEqual(status, 0, out)
+        self.assertEqual(summary["largest_rolling"], 2)
+        self.assertEqual(summary["langs"]["go"], {
+            "attempts": 2, "allowed": 1, "denied": 1, "errors": 0, "largest_rolling": 1,
+        })
+
+    def test_an_over_admission_across_languages_fails(self):
+        status, out, summary = self.run_check([line("rust", True, 0), line("go", True, 50), line("node", True, 99)])
+        self.assertEqual(status, 1)
+        self.assertIn("OVER-ADMISSION: 3 permits", out)
+        self.assertEqual(summary["ratio"], 1.5)
+
+    def test_report_only_reports_the_overshoot(self):
+        status, out, summary = self.run_check(
+            [line("rust", True, 0), line("go", True, 50), line("node", True, 99)], "--report-only"
+        )
+        self.assertEqual(status, 0, out)
+        self.assertEqual(summary["largest_rolling"], 3)
+
+    def test_errors_idle_languages_and_bad_hints_fail(self):
+        status, out, _ = self.run_check(
+            [
+                line("rust", True, 0),
+                line("rust", True, 10),
+                line("go", False, 20),
+                line("go", True, 200, retry=7),
+                json.dumps({"lang": "node", "error": "unavailable"}),
+            ],
+            "--report-only",
+        )
+        self.assertEqual(status, 1)
+        self.assertIn("node: 1 call(s) failed (1 unavailable)", out)
+        self.assertIn("node: no permit admitted", out)
+        self.assertIn("go: 1 decision(s) with an inconsistent retry_after_ms", out)
+
+    def test_a_run_that_never_fills_a_window_proves_nothing(self):
+        status, out, _ = self.run_check([line("rust", True, 0), line("go", True, 500)])
+        self.assertEqual(status, 1)
+        self.assertIn("no rolling window ever filled", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
