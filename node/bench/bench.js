@@ -1,9 +1,13 @@
 // Benchmarks of the Node binding (make bench-node; needs SLIDELIMIT_TEST_REDIS_URL):
-//  1. one check through core without I/O (build the call + parse a reply),
-//     through the napi addon and through the wasm build;
-//  2. Limiter.acquire against raw ioredis EVALSHA of the same script on the
-//     same server in the same run, sequential and with 32 in flight, and
-//     against rate-limiter-flexible's RateLimiterRedis.consume.
+//  1. one check through core without I/O (build the call + parse a reply,
+//     and parse only as for a cached call), through the napi addon and
+//     through the wasm build;
+//  2. Limiter.acquire against raw ioredis EVALSHA of the same script with the
+//     same KEYS and ARGV on the same server in the same run (the baseline
+//     builds its key per call with a template string, as plain ioredis code
+//     would), sequential and with 32 in flight; also against EVALSHA with
+//     arguments prepared before the run, acquire with more tenants than its
+//     call cache, and rate-limiter-flexible's RateLimiterRedis.consume.
 // SLIDELIMIT_IMPL picks the implementation behind Limiter for part 2.
 //   node bench/bench.js [--skip-micro]
 'use strict';
@@ -23,17 +27,21 @@ const N_SEQ = quick ? 2_000 : 20_000;
 const N_PAR = quick ? 8_000 : 100_000;
 const ROUNDS = quick ? 1 : 5;
 const TENANTS = 1000;
+const COLD_TENANTS = 50_000;
 
-// Exactly what Limiter.acquire does around the I/O, N_MICRO times; CPU time
-// per check (wall time would count other processes on a small machine).
-function microRound(core) {
+// What Limiter.acquire does around the I/O, N_MICRO times: with `build`, a
+// call built by core (a tenant not in the limiter's call cache), else only the
+// reply parsed (the cached default call). CPU time per check (wall time would
+// count other processes on a small machine).
+function microRound(core, build) {
   const policy = new core.Policy('rl', 'geocode', 'sliding_log', 600, 60000);
   const parseReply = replyParser(core);
   const reply = [1, 599, 0, 60000, 1764475200000];
+  const cached = decodeCall(policy.buildCall('tenant-17', 1, undefined, false));
   let sink = 0;
   const t0 = process.cpuUsage();
   for (let i = 0; i < N_MICRO; i++) {
-    const call = decodeCall(policy.buildCall('tenant-17', 1, undefined, false));
+    const call = build ? decodeCall(policy.buildCall('tenant-17', 1, undefined, false)) : cached;
     const d = parseReply(reply);
     sink += call.length + d.remaining;
   }
@@ -43,15 +51,19 @@ function microRound(core) {
 }
 
 function micro(impls) {
-  const best = impls.map(() => Infinity);
+  const best = impls.map(() => [Infinity, Infinity]);
   // Interleaved rounds (the first is a warm-up), best of each.
   for (let r = 0; r <= ROUNDS; r++) {
     impls.forEach(([, core], i) => {
-      const ns = microRound(core);
-      if (r > 0) best[i] = Math.min(best[i], ns);
+      [true, false].forEach((build, j) => {
+        const ns = microRound(core, build);
+        if (r > 0) best[i][j] = Math.min(best[i][j], ns);
+      });
     });
   }
-  impls.forEach(([label], i) => console.log(`| ${label} | ${(best[i] / 1000).toFixed(2)} us |`));
+  impls.forEach(([label], i) =>
+    console.log(`| ${label} | ${(best[i][0] / 1000).toFixed(2)} us | ${(best[i][1] / 1000).toFixed(2)} us |`),
+  );
 }
 
 // Calls per second, and this process's CPU microseconds per call (steadier
@@ -73,7 +85,7 @@ async function main() {
   const skipMicro = process.argv.includes('--skip-micro');
   if (!skipMicro) {
     console.log('\n### One check without I/O (build the call + parse a reply)\n');
-    console.log('| implementation | per check |\n| --- | --- |');
+    console.log('| implementation | build + parse | parse only (cached call) |\n| --- | --- | --- |');
     micro([
       ['napi addon', require(path.join(__dirname, '..', 'dist', addonFile()))],
       ['wasm', require(path.join(__dirname, '..', 'dist', 'wasm', 'slidelimit_wasm.js'))],
@@ -87,19 +99,33 @@ async function main() {
   const policy = { namespace: prefix, resource: 'geocode', limit: 1_000_000, windowMs: 60_000 };
   const limiter = new slidelimit.Limiter(redis, policy);
   const tenants = Array.from({ length: TENANTS }, (_, i) => `tenant-${i}`);
-  // Raw EVALSHA: the same script and arguments, prepared once.
+  // More tenants than the limiter caches calls for: every call builds its call in core.
+  const coldTenants = Array.from({ length: COLD_TENANTS }, (_, i) => `cold-${i}`);
+  // Raw EVALSHA of the same script with the same KEYS and ARGV, as a user of
+  // plain ioredis would write it: the key built per call with a template
+  // string (checked against core's key below), the constant ARGV and SHA1
+  // taken once from core.
   const { core } = require('../lib/binding');
   const p = new core.Policy(policy.namespace, policy.resource, 'sliding_log', policy.limit, policy.windowMs);
-  const raw = tenants.map((t) => decodeCall(p.buildCall(t, 1, undefined, false)));
+  const [sha, numKeys, , limitArg, windowArg, costArg, nowArg] = decodeCall(p.buildCall('t', 1, undefined, false));
+  const rawKey = (tenant) => `${prefix}:{geocode:${tenant}}:log:60000`;
+  for (const t of ['tenant-0', 'tenant-999']) {
+    if (rawKey(t) !== limiter.key(t)) throw new Error(`raw key ${rawKey(t)} is not core's ${limiter.key(t)}`);
+  }
+  // The same call prepared once per tenant before the run (no key building at all).
+  const prepared = tenants.map((t) => decodeCall(p.buildCall(t, 1, undefined, false)));
   await redis.eval(p.scriptText(false), 1, 'x', '1', '1', '1', '');
   const rlf = new RateLimiterRedis({ storeClient: redis, points: 1_000_000, duration: 60, keyPrefix: `${prefix}-rlf` });
 
+  const BASELINE = 'raw ioredis evalsha';
   const ops = {
-    'raw ioredis evalsha': (i) => {
-      const c = raw[i % TENANTS];
+    [BASELINE]: (i) => redis.evalsha(sha, numKeys, rawKey(tenants[i % TENANTS]), limitArg, windowArg, costArg, nowArg),
+    'raw ioredis evalsha, prepared': (i) => {
+      const c = prepared[i % TENANTS];
       return redis.evalsha(c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
     },
     'slidelimit acquire': (i) => limiter.acquire(tenants[i % TENANTS]),
+    'slidelimit acquire, uncached tenant': (i) => limiter.acquire(coldTenants[i % COLD_TENANTS]),
     'rate-limiter-flexible consume': (i) => rlf.consume(tenants[i % TENANTS]),
   };
   for (const op of Object.values(ops)) await throughput(N_SEQ / 10, 1, op); // warm up
@@ -118,7 +144,7 @@ async function main() {
       results[name].cpu = Math.min(results[name].cpu, par.cpu);
     }
   }
-  const base = results['raw ioredis evalsha'];
+  const base = results[BASELINE];
   for (const [name, r] of Object.entries(results)) {
     const ratio = (x, b) => (x / b).toFixed(2);
     console.log(

@@ -21,6 +21,19 @@ function str(field, value) {
   return value;
 }
 
+// JS strings are UTF-16 and may hold unpaired surrogates, which the addon and
+// the wasm build would turn into U+FFFD on the way to core: two tenants would
+// share a key. Such a string is no valid tenant, like invalid UTF-8 in Go.
+const LONE_SURROGATE = /\p{Cs}/u;
+
+function tenantOf(value) {
+  str('tenant', value);
+  if (LONE_SURROGATE.test(value)) {
+    throw invalid('tenant', 'is not well-formed Unicode (it holds an unpaired surrogate)');
+  }
+  return value;
+}
+
 // Only the JS type is checked here; core checks finiteness, sign, integrality
 // and ranges of the number itself.
 function num(field, value) {
@@ -54,12 +67,47 @@ function describe(policy) {
   });
 }
 
-function readOptions(options) {
-  if (options === undefined) return { cost: 1, nowMs: undefined };
+// Cost and time of one check: `undefined` options (the common call) allocate nothing.
+function readCost(options) {
+  if (options === undefined) return 1;
   if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
-  const cost = options.cost === undefined ? 1 : num('cost', options.cost);
-  const nowMs = options.nowMs == null ? undefined : num('now_ms', options.nowMs);
-  return { cost, nowMs };
+  return options.cost === undefined ? 1 : num('cost', options.cost);
+}
+
+function readNow(options) {
+  return options === undefined || options.nowMs == null ? undefined : num('now_ms', options.nowMs);
+}
+
+// A bounded map from tenant to core's call for the default check (cost 1,
+// server time): that call depends on nothing else, and building it is most of
+// the binding's CPU per check. Two generations approximate LRU without
+// reordering on every hit: a hit in the old generation moves to the young
+// one, and a full young generation replaces the old.
+const CALL_CACHE_SIZE = 2048;
+
+class CallCache {
+  #young = new Map();
+  #old = new Map();
+
+  get(tenant) {
+    const call = this.#young.get(tenant);
+    if (call !== undefined) return call;
+    const old = this.#old.get(tenant);
+    if (old !== undefined) this.#add(tenant, old);
+    return old;
+  }
+
+  #add(tenant, call) {
+    if (this.#young.size >= CALL_CACHE_SIZE) {
+      this.#old = this.#young;
+      this.#young = new Map();
+    }
+    this.#young.set(tenant, call);
+  }
+
+  set(tenant, call) {
+    this.#add(tenant, call);
+  }
 }
 
 function isServerError(err) {
@@ -85,24 +133,88 @@ function fromRedis(err) {
   }
 }
 
-function withTimeout(promise, ms, what) {
-  if (!ms) return promise;
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new UnavailableError('unavailable', `redis did not answer ${what} within ${ms} ms`)),
-      ms,
-    );
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (err) => {
-        clearTimeout(timer);
-        reject(err);
-      },
-    );
-  });
+function timeoutError(ms) {
+  return new UnavailableError('unavailable', `redis did not answer within ${ms} ms`);
+}
+
+// The in-flight calls of one limiter and the one timer that fails them after
+// `ms`. All share one timeout, so deadlines grow in order of sending: a ring
+// of (reject, deadline) slots, oldest first, with a timer armed for the
+// oldest. A per-call setTimeout cost more CPU than the rest of the binding.
+class Deadlines {
+  #ms;
+  #rejects = new Array(16); // undefined once the call settled
+  #at = new Float64Array(16); // performance.now() deadlines (monotonic)
+  #mask = 15;
+  #head = 0; // tickets: slot = ticket & mask; head..tail-1 are in the ring
+  #tail = 0;
+  #timer = null;
+  #sweep = () => this.#expire();
+
+  constructor(ms) {
+    this.#ms = ms;
+  }
+
+  /** Tracks a call; `reject` fails it with `unavailable` at the deadline. Returns its ticket. */
+  add(reject) {
+    if (this.#tail - this.#head > this.#mask) this.#grow();
+    const ticket = this.#tail++;
+    const slot = ticket & this.#mask;
+    this.#rejects[slot] = reject;
+    this.#at[slot] = performance.now() + this.#ms;
+    if (this.#timer === null) this.#arm(this.#ms);
+    return ticket;
+  }
+
+  /** Stops tracking a call; false if it already timed out. */
+  done(ticket) {
+    if (ticket < this.#head) return false;
+    const slot = ticket & this.#mask;
+    if (this.#rejects[slot] === undefined) return false;
+    this.#rejects[slot] = undefined;
+    // Replies mostly come back in order, so this is usually the head.
+    while (this.#head < this.#tail && this.#rejects[this.#head & this.#mask] === undefined) this.#head++;
+    return true;
+  }
+
+  #arm(delay) {
+    // Unref'd: it must not hold a finished program open for up to `ms`; while a
+    // command can still be answered, ioredis's socket or reconnect timer holds it.
+    this.#timer = setTimeout(this.#sweep, delay);
+    this.#timer.unref();
+  }
+
+  #expire() {
+    this.#timer = null;
+    const now = performance.now();
+    while (this.#head < this.#tail) {
+      const slot = this.#head & this.#mask;
+      const reject = this.#rejects[slot];
+      if (reject !== undefined) {
+        if (this.#at[slot] > now) {
+          this.#arm(Math.max(1, Math.ceil(this.#at[slot] - now)));
+          return;
+        }
+        this.#rejects[slot] = undefined;
+        reject(timeoutError(this.#ms));
+      }
+      this.#head++;
+    }
+  }
+
+  // Doubles the ring; a ticket keeps its meaning (slot = ticket & mask).
+  #grow() {
+    const mask = this.#mask * 2 + 1;
+    const rejects = new Array(mask + 1);
+    const at = new Float64Array(mask + 1);
+    for (let t = this.#head; t < this.#tail; t++) {
+      rejects[t & mask] = this.#rejects[t & this.#mask];
+      at[t & mask] = this.#at[t & this.#mask];
+    }
+    this.#rejects = rejects;
+    this.#at = at;
+    this.#mask = mask;
+  }
 }
 
 function checkTimeout(timeoutMs) {
@@ -117,8 +229,9 @@ function checkTimeout(timeoutMs) {
 class Limiter {
   #redis;
   #policy;
-  #timeoutMs;
+  #deadlines;
   #metrics;
+  #calls = new CallCache();
 
   constructor(redis, policy, options = {}) {
     if (!redis || typeof redis.evalsha !== 'function' || typeof redis.eval !== 'function') {
@@ -126,7 +239,8 @@ class Limiter {
     }
     this.#redis = redis;
     this.#policy = createPolicy(policy);
-    this.#timeoutMs = checkTimeout(options.timeoutMs);
+    const timeoutMs = checkTimeout(options.timeoutMs);
+    this.#deadlines = timeoutMs ? new Deadlines(timeoutMs) : null;
     this.#metrics = options.metrics || null;
     this.policy = describe(this.#policy);
   }
@@ -139,7 +253,7 @@ class Limiter {
   /** The Redis key of `tenant`. */
   key(tenant) {
     try {
-      return this.#policy.key(str('tenant', tenant));
+      return this.#policy.key(tenantOf(tenant));
     } catch (e) {
       throw fromCore(e);
     }
@@ -156,48 +270,94 @@ class Limiter {
   }
 
   /** Forgets everything recorded for `tenant`; resolves to true if anything was. */
-  async reset(tenant) {
-    const key = this.key(tenant);
+  reset(tenant) {
+    let key;
     try {
-      return (await withTimeout(this.#redis.del(key), this.#timeoutMs, 'DEL')) > 0;
-    } catch (err) {
-      throw err instanceof UnavailableError ? err : fromRedis(err);
+      key = this.key(tenant);
+    } catch (e) {
+      return Promise.reject(e);
     }
+    return new Promise((resolve, reject) => {
+      const ticket = this.#track(reject);
+      this.#redis.del(key).then(
+        (n) => {
+          if (this.#settle(ticket)) resolve(n > 0);
+        },
+        (err) => {
+          if (this.#settle(ticket)) reject(fromRedis(err));
+        },
+      );
+    });
   }
 
-  async #check(tenant, options, peek) {
+  // One promise per check, settled by whichever comes first: the reply (or
+  // error) from ioredis, or the shared deadline timer.
+  #check(tenant, options, peek) {
     let call;
     try {
-      const { cost, nowMs } = readOptions(options);
-      call = decodeCall(this.#policy.buildCall(str('tenant', tenant), cost, nowMs, peek));
+      call = this.#callFor(tenant, options, peek);
     } catch (e) {
-      throw fromCore(e);
+      return Promise.reject(fromCore(e));
     }
-    const reply = await withTimeout(this.#run(call, peek), this.#timeoutMs, 'the script');
-    let decision;
-    try {
-      decision = parseReply(reply);
-    } catch (e) {
-      throw fromCore(e);
-    }
-    if (!peek && this.#metrics) this.#metrics.observe(this.policy.resource, tenant, decision);
-    return decision;
-  }
-
-  // EVALSHA; after a NOSCRIPT (empty cache after a restart or failover, or a
-  // new Cluster node) EVAL once on the same routed connection. NOSCRIPT means
-  // the script did not run, so the retry cannot double-count.
-  // `call` is [sha1, numkeys, ...keys, ...args].
-  #run(call, peek) {
-    return this.#redis.evalsha(...call).catch((err) => {
-      if (!isServerError(err) || core.classifyServerError(err.message).kind !== 'noscript') {
-        throw fromRedis(err);
-      }
-      call[0] = this.#policy.scriptText(peek);
-      return this.#redis.eval(...call).catch((retryErr) => {
-        throw fromRedis(retryErr);
+    return new Promise((resolve, reject) => {
+      const ticket = this.#track(reject);
+      const fail = (err) => {
+        if (this.#settle(ticket)) reject(fromRedis(err));
+      };
+      const answer = (reply) => {
+        if (!this.#settle(ticket)) return; // already failed as unavailable
+        let decision;
+        try {
+          decision = parseReply(reply);
+        } catch (e) {
+          reject(fromCore(e));
+          return;
+        }
+        try {
+          if (!peek && this.#metrics) this.#metrics.observe(this.policy.resource, tenant, decision);
+        } catch (e) {
+          reject(e); // as before: a failing metrics hook fails the call
+          return;
+        }
+        resolve(decision);
+      };
+      // EVALSHA; after a NOSCRIPT (empty cache after a restart or failover,
+      // or a new Cluster node) EVAL once on the same routed connection.
+      // NOSCRIPT means the script did not run, so the retry cannot double-count.
+      this.#redis.evalsha(...call).then(answer, (err) => {
+        if (!isServerError(err) || core.classifyServerError(err.message).kind !== 'noscript') return fail(err);
+        const retry = call.slice(); // `call` may be cached: never modify it
+        retry[0] = this.#policy.scriptText(peek);
+        return this.#redis.eval(...retry).then(answer, fail);
       });
     });
+  }
+
+  #track(reject) {
+    return this.#deadlines === null ? -1 : this.#deadlines.add(reject);
+  }
+
+  // False when the call already timed out.
+  #settle(ticket) {
+    return ticket < 0 || this.#deadlines.done(ticket);
+  }
+
+  // Core's call as EVALSHA's arguments, [sha1, numkeys, ...keys, ...args].
+  // The default acquire (cost 1, server time) is cached per tenant.
+  #callFor(tenant, options, peek) {
+    const cost = readCost(options);
+    const nowMs = readNow(options);
+    if (peek || cost !== 1 || nowMs !== undefined) return this.#build(tenant, cost, nowMs, peek);
+    let call = this.#calls.get(tenant);
+    if (call === undefined) {
+      call = this.#build(tenant, 1, undefined, false);
+      this.#calls.set(tenant, call);
+    }
+    return call;
+  }
+
+  #build(tenant, cost, nowMs, peek) {
+    return decodeCall(this.#policy.buildCall(tenantOf(tenant), cost, nowMs, peek));
   }
 }
 
@@ -218,7 +378,7 @@ class MemoryLimiter {
 
   key(tenant) {
     try {
-      return this.#policy.key(str('tenant', tenant));
+      return this.#policy.key(tenantOf(tenant));
     } catch (e) {
       throw fromCore(e);
     }
@@ -236,7 +396,7 @@ class MemoryLimiter {
 
   async reset(tenant) {
     try {
-      return this.#engine.reset(this.#policy, str('tenant', tenant));
+      return this.#engine.reset(this.#policy, tenantOf(tenant));
     } catch (e) {
       throw fromCore(e);
     }
@@ -244,10 +404,11 @@ class MemoryLimiter {
 
   #check(tenant, options, peek) {
     try {
-      const { cost, nowMs } = readOptions(options);
+      const cost = readCost(options);
+      const nowMs = readNow(options);
       const now = nowMs === undefined ? this.#clock() : nowMs;
       const run = peek ? this.#engine.peek : this.#engine.acquire;
-      return run.call(this.#engine, this.#policy, str('tenant', tenant), cost, now);
+      return run.call(this.#engine, this.#policy, tenantOf(tenant), cost, now);
     } catch (e) {
       throw fromCore(e);
     }

@@ -238,9 +238,37 @@ test('a flushed script cache is invisible (NOSCRIPT falls back to EVAL once)', a
   assert.equal((await l.acquire('t', { nowMs: 1004 })).allowed, false);
 });
 
+test('the cached default call falls back to EVAL after NOSCRIPT and stays intact', async () => {
+  // acquire(tenant) with no options reuses core's call for the tenant: the
+  // EVAL retry must not change it for the next call.
+  const l = new Limiter(redis, policy({ windowMs: 60000 }));
+  assert.equal((await l.acquire('t')).remaining, 2);
+  await redis.script('FLUSH');
+  assert.equal((await l.acquire('t')).remaining, 1);
+  await redis.script('FLUSH');
+  assert.equal((await l.acquire('t')).remaining, 0);
+  assert.equal((await l.acquire('t')).allowed, false);
+  assert.equal(await redis.llen(l.key('t')), 3);
+});
+
+test('tenants beyond the call cache get their own budgets', async () => {
+  // More tenants than the limiter keeps calls for, so early ones are evicted
+  // and built again; each must still hit its own key.
+  const l = new Limiter(redis, policy({ windowMs: 60000 }));
+  const tenants = Array.from({ length: 5000 }, (_, i) => `tenant-${i}`);
+  for (let i = 0; i < tenants.length; i += 500) {
+    await Promise.all(tenants.slice(i, i + 500).map((t) => l.acquire(t)));
+  }
+  for (const t of ['tenant-0', 'tenant-2500', 'tenant-4999']) {
+    assert.equal((await l.acquire(t)).remaining, 1, t);
+    assert.equal(await redis.llen(l.key(t)), 2, t);
+  }
+  assert.equal((await l.acquire('tenant-0', { cost: 1 })).remaining, 0);
+});
+
 test('a key of another type is wrong_type', async () => {
   const l = new Limiter(redis, policy());
-  await redis.set(l.key('t'), 'not a log');
+  await redis.set(l.key('t'), 'not a log', 'PX', 60_000); // a TTL: the run's TTL check is about slidelimit's keys
   await assert.rejects(l.acquire('t', { nowMs: 1000 }), (err) => {
     assert.ok(err instanceof WrongTypeError);
     assert.equal(err.code, 'wrong_type');
@@ -281,6 +309,32 @@ test('a Redis that stops answering is unavailable after the timeout', async () =
     assert.ok(elapsed >= 140 && elapsed < 500, `elapsed ${elapsed}`);
   } finally {
     await sleep(500);
+    admin.disconnect();
+    client.disconnect();
+  }
+});
+
+test('calls in flight all fail after the timeout, then the limiter works again', async () => {
+  const admin = connect();
+  const client = connect();
+  try {
+    const l = new Limiter(client, policy({ limit: 1000, windowMs: 60000 }), { timeoutMs: 150 });
+    await l.acquire('t');
+    await admin.call('CLIENT', 'PAUSE', '600', 'ALL');
+    const started = Date.now();
+    // More calls than the timer's first ring holds, default and explicit options.
+    const calls = Array.from({ length: 100 }, (_, i) => (i % 2 ? l.acquire(`t${i}`) : l.peek('t', { nowMs: 1000 + i })));
+    const outcomes = await Promise.allSettled(calls);
+    const elapsed = Date.now() - started;
+    for (const o of outcomes) {
+      assert.equal(o.status, 'rejected');
+      assert.ok(o.reason instanceof UnavailableError, String(o.reason));
+    }
+    assert.ok(elapsed >= 140 && elapsed < 500, `elapsed ${elapsed}`);
+    await sleep(600);
+    assert.equal((await l.acquire('t')).allowed, true);
+    assert.equal(await l.reset('t'), true);
+  } finally {
     admin.disconnect();
     client.disconnect();
   }

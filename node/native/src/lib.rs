@@ -13,7 +13,8 @@
 //! `parseReply` reads the reply from a Float64Array and writes the decision
 //! back into it.
 
-use napi::bindgen_prelude::{Error as NapiError, Float64Array, Result};
+use napi::bindgen_prelude::{Error as NapiError, FromNapiValue, Result, TypeName, ValueType};
+use napi::sys;
 use napi_derive::napi;
 use slidelimit_core as sl;
 
@@ -194,14 +195,36 @@ impl Policy {
     }
 }
 
+/// A Float64Array borrowed as a slice for one call. napi's `Float64Array`
+/// takes and drops a reference to the array on every call, which cost more
+/// than the parse itself; `#[napi]` functions cannot take `&mut [f64]`
+/// directly (it would be read as a class reference), hence the newtype.
+pub struct ReplyBuf<'a>(&'a mut [f64]);
+
+impl FromNapiValue for ReplyBuf<'_> {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
+        // SAFETY: napi's own conversion; JS is blocked in this call, so the
+        // array's memory is neither touched nor moved while the slice lives.
+        unsafe { <&mut [f64]>::from_napi_value(env, value) }.map(ReplyBuf)
+    }
+}
+
+impl TypeName for ReplyBuf<'_> {
+    fn type_name() -> &'static str {
+        "Float64Array"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Object
+    }
+}
+
 /// Parses the script reply held in `buf` (elements that were not numbers
 /// arrive as NaN) and, when it is valid, writes the decision over it in field
 /// order; a valid reply has exactly as many elements as a decision has fields.
 #[napi(catch_unwind)]
-pub fn parse_reply(mut buf: Float64Array) -> Result<(), String> {
-    // SAFETY: JS is single-threaded and blocked in this call; no other
-    // reference to the array's memory exists while we hold this slice.
-    let fields = unsafe { buf.as_mut() };
+pub fn parse_reply(buf: ReplyBuf<'_>) -> Result<(), String> {
+    let fields = buf.0;
     let parse = |fields: &[f64]| -> sl::Result<sl::Decision> {
         let reply = fields
             .iter()
