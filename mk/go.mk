@@ -55,11 +55,13 @@ go-lint: ffi-lib
 	cd go && $(GO_LIBFLAGS) $(GO) vet ./...
 
 # go test runs twice: as users run it, and with GODEBUG=cgocheck=1 spelled
-# out; River's tests get a PostgreSQL of their own, the rest a fresh Redis.
-# Afterwards scripts/check-ttl.py SCANs that Redis: no key the Go tests left
-# may lack a TTL (servers the tests start themselves check it before they stop).
+# out; River's tests get a PostgreSQL of their own, the rest a fresh Redis and
+# a six-node Cluster (three masters, three replicas). Afterwards
+# scripts/check-ttl.py SCANs that Redis and the Cluster's masters (so
+# with-cluster.sh wraps with-ttl-check.sh): no key the Go tests left may lack
+# a TTL (servers the tests start themselves check it before they stop).
 test-go: test-ffi go-lint
-	go/scripts/with-postgres.sh scripts/with-redis.sh scripts/with-ttl-check.sh bash -c '\
+	go/scripts/with-postgres.sh scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh bash -c '\
 		export $(GO_LIBFLAGS) && cd go && $(GO) test -count=1 ./... && \
 		GODEBUG=cgocheck=1 $(GO) test -count=1 ./...'
 

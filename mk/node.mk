@@ -49,9 +49,14 @@ node/node_modules/.package-lock.json: node/package-lock.json node/package.json
 node-typecheck: node-deps
 	cd node && npx --no-install tsc -p tsconfig.json
 
+# The Redis suites run on a fresh Redis and a six-node Cluster (three masters,
+# three replicas); with-cluster.sh wraps with-ttl-check.sh so that the TTL
+# check SCANs the Cluster's masters too.
 test-node: deps node-build node-deps node-typecheck
-	cd node && SLIDELIMIT_IMPL=native ../scripts/with-redis.sh ../scripts/with-ttl-check.sh node --test $(NODE_TEST_FILES)
-	cd node && SLIDELIMIT_IMPL=wasm ../scripts/with-redis.sh ../scripts/with-ttl-check.sh node --test $(NODE_TEST_FILES)
+	cd node && SLIDELIMIT_IMPL=native ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \
+	  node --test $(NODE_TEST_FILES)
+	cd node && SLIDELIMIT_IMPL=wasm ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \
+	  node --test $(NODE_TEST_FILES)
 	cd node && ../scripts/with-redis.sh ../scripts/with-ttl-check.sh \
 	  bash -c 'node --test test/bullmq.test.js && $(NODE_DROP_BULLMQ_KEYS)'
 	cd node && node --test test/packaging.test.js

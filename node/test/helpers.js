@@ -4,7 +4,6 @@
 
 const { execFileSync } = require('node:child_process');
 const path = require('node:path');
-const net = require('node:net');
 const Redis = require('ioredis');
 
 const root = path.join(__dirname, '..', '..');
@@ -28,23 +27,6 @@ function freePort() {
   return Number(execFileSync(path.join(root, 'scripts', 'free-port.sh')).toString().trim());
 }
 
-function canListen(port) {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.once('error', () => resolve(false));
-    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
-  });
-}
-
-/** A free port p <= 55535 whose cluster bus port p + 10000 is free too. */
-async function freeClusterPort() {
-  for (let i = 0; i < 200; i++) {
-    const port = 20000 + Math.floor(Math.random() * 35000);
-    if ((await canListen(port)) && (await canListen(port + 10000))) return port;
-  }
-  throw new Error('no free port pair for a cluster node');
-}
-
 /** Starts a redis-server of our own (own port, pid file); returns { port, stop }. */
 function startRedis(name, extraArgs = [], port = freePort()) {
   const script = path.join(root, 'scripts', 'redis.sh');
@@ -58,4 +40,4 @@ function startRedis(name, extraArgs = [], port = freePort()) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-module.exports = { url, unique, connect, freePort, freeClusterPort, startRedis, sleep, root };
+module.exports = { url, unique, connect, freePort, startRedis, sleep, root };

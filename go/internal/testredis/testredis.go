@@ -1,12 +1,12 @@
-// Package testredis starts real redis-server processes for tests: a
-// standalone server or a local Cluster, each on free loopback ports (from
-// scripts/free-port.sh), stopped by their own pids when the test ends.
+// Package testredis gives tests real redis-server processes: the standalone
+// server and the six-node Cluster that `make test-go` starts, and servers of
+// a test's own on free loopback ports (from scripts/free-port.sh), stopped by
+// their own pids when the test ends.
 package testredis
 
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,27 +58,6 @@ func FreePort(t testing.TB) string {
 		t.Fatalf("free-port.sh: %v", err)
 	}
 	return strings.TrimSpace(string(out))
-}
-
-// clusterPort is a free port whose Cluster bus port (port + 10000) is free
-// too, which Redis requires to be at most 65535.
-func clusterPort(t testing.TB) string {
-	t.Helper()
-	for i := 0; i < 100; i++ {
-		port := FreePort(t)
-		n, err := strconv.Atoi(port)
-		if err != nil || n > 55535 {
-			continue
-		}
-		bus, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", n+10000))
-		if err != nil {
-			continue
-		}
-		bus.Close()
-		return port
-	}
-	t.Fatal("no free port pair for a Cluster node")
-	return ""
 }
 
 // Start runs one redis-server of this test's own (extra options appended)
@@ -183,37 +162,33 @@ func (s *Server) Client() *redis.Client {
 	return c
 }
 
-// Cluster starts a Redis Cluster of `masters` nodes (no replicas) and
-// returns their addresses once every slot is served.
-func Cluster(t testing.TB, masters int) []string {
+// ClusterAddrs are the nodes of the six-node Cluster (three masters, three
+// replicas) that `make test-go` started (scripts/with-cluster.sh). Tests
+// share it, so each writes under a namespace of its own (UniqueNamespace). A
+// test without it fails: it never skips.
+func ClusterAddrs(t testing.TB) []string {
 	t.Helper()
-	addrs := make([]string, masters)
-	for i := range addrs {
-		addrs[i] = start(t, clusterPort(t), "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-			"--cluster-node-timeout", "2000")
+	urls := os.Getenv("SLIDELIMIT_TEST_CLUSTER_URLS")
+	if urls == "" {
+		t.Fatal("SLIDELIMIT_TEST_CLUSTER_URLS is not set: run `make test-go` " +
+			"(or scripts/with-cluster.sh go test ./...), which starts a local Redis Cluster of its own")
 	}
-	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-replicas", "0", "--cluster-yes")
-	if out, err := exec.Command("redis-cli", args...).CombinedOutput(); err != nil {
-		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
-	}
-	deadline := time.Now().Add(20 * time.Second)
-	for _, addr := range addrs {
-		c := redis.NewClient(&redis.Options{Addr: addr})
-		for {
-			info, err := c.ClusterInfo(context.Background()).Result()
-			if err == nil && strings.Contains(info, "cluster_state:ok") {
-				break
-			}
-			if time.Now().After(deadline) {
-				c.Close()
-				t.Fatalf("cluster node %s not ready: %v %s", addr, err, info)
-			}
-			time.Sleep(50 * time.Millisecond)
+	var addrs []string
+	for _, url := range strings.Split(urls, ",") {
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatalf("SLIDELIMIT_TEST_CLUSTER_URLS: %q: %v", url, err)
 		}
-		c.Close()
+		addrs = append(addrs, opts.Addr)
 	}
 	return addrs
+}
+
+// UniqueNamespace is a key namespace no other test, run or process uses:
+// tests sharing one server (and the two `go test` runs of `make test-go`)
+// never see each other's keys.
+func UniqueNamespace(prefix string) string {
+	return fmt.Sprintf("%s-%d-%s", prefix, os.Getpid(), strconv.FormatInt(time.Now().UnixNano(), 36))
 }
 
 // Unreachable is an address on which nothing listens.
