@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""audit/check.py --limit N --window-ms W [--report-only] [--label TEXT] LOG...
+"""audit/check.py --limit N --window-ms W [--report-only] [--max-errors E] [--label TEXT] LOG...
 
 Merges the decision logs written by the audit workers (one JSON line per
 decision: {"lang", "allowed", "now_ms", "retry_after_ms"}, or {"lang",
@@ -14,6 +14,9 @@ without one), when a language made no attempt or got no permit, or when the
 whole run never filled a window (the audit then proved nothing). With
 --report-only (the sliding counter, which is approximate by design) only
 errors, inconsistent lines and idle languages fail; the overshoot is reported.
+With --max-errors E (a run with a Cluster failover) a language may surface
+up to E failed calls (its callers simply call again, as an application
+would); the bound and every language's count are printed, more fails.
 The last line is a JSON summary for scripts.
 """
 
@@ -80,7 +83,7 @@ def read_logs(paths):
     return langs
 
 
-def check(langs, limit, window_ms, report_only):
+def check(langs, limit, window_ms, report_only, max_errors=0):
     """Prints the table; returns (problems, summary)."""
     problems = []
     merged = sorted(t for lang in langs.values() for t in lang.allowed)
@@ -103,9 +106,10 @@ def check(langs, limit, window_ms, report_only):
             "errors": errors,
             "largest_rolling": own,
         }
-        if errors:
+        if errors > max_errors:
             detail = ", ".join(f"{n} {code}" for code, n in lang.errors.items())
-            problems.append(f"{name}: {errors} call(s) failed ({detail})")
+            bound = f", more than the bound of {max_errors}" if max_errors else ""
+            problems.append(f"{name}: {errors} call(s) failed ({detail}){bound}")
         if lang.inconsistent:
             problems.append(f"{name}: {lang.inconsistent} decision(s) with an inconsistent retry_after_ms")
         if lang.attempts == 0 or not lang.allowed:
@@ -123,6 +127,9 @@ def check(langs, limit, window_ms, report_only):
         f"largest rolling count {overall} of limit {limit} per {window_ms} ms = "
         f"{ratio:.3f} x the limit{where}; admissions spread over {span} ms"
     )
+    if max_errors:
+        worst = max((r["errors"] for r in rows.values()), default=0)
+        print(f"errors surfaced per process: at most {worst}, bound {max_errors}")
     if not langs:
         problems.append("no decision logged at all")
     if not report_only:
@@ -132,6 +139,7 @@ def check(langs, limit, window_ms, report_only):
             problems.append(f"no rolling window ever filled ({overall} < {limit}): the run proved nothing")
     summary = {
         "limit": limit,
+        "max_errors": max_errors,
         "window_ms": window_ms,
         "largest_rolling": overall,
         "ratio": round(ratio, 4),
@@ -148,14 +156,19 @@ def main(argv):
     parser.add_argument("--limit", type=int, required=True)
     parser.add_argument("--window-ms", type=int, required=True)
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--max-errors", type=int, default=0)
     parser.add_argument("--label", default="")
     parser.add_argument("logs", nargs="+")
     args = parser.parse_args(argv)
     if args.limit < 1 or args.window_ms < 1:
         parser.error("--limit and --window-ms must be at least 1")
+    if args.max_errors < 0:
+        parser.error("--max-errors must not be negative")
     if args.label:
         print(f"== {args.label}")
-    problems, summary = check(read_logs(args.logs), args.limit, args.window_ms, args.report_only)
+    problems, summary = check(
+        read_logs(args.logs), args.limit, args.window_ms, args.report_only, args.max_errors
+    )
     for p in problems:
         print(f"FAIL: {p}")
     summary["label"] = args.label

@@ -78,6 +78,21 @@ class Check(unittest.TestCase):
         self.assertIn("node: no permit admitted", out)
         self.assertIn("go: 1 decision(s) with an inconsistent retry_after_ms", out)
 
+    def test_errors_within_the_failover_bound_pass_and_beyond_it_fail(self):
+        lines = [
+            line("rust", True, 0),
+            line("go", True, 50),
+            json.dumps({"lang": "go", "error": "unavailable"}),
+            json.dumps({"lang": "go", "error": "unavailable"}),
+        ]
+        status, out, summary = self.run_check(lines, "--max-errors", "2")
+        self.assertEqual(status, 0, out)
+        self.assertIn("errors surfaced per process: at most 2, bound 2", out)
+        self.assertEqual(summary["langs"]["go"]["errors"], 2)
+        status, out, _ = self.run_check(lines, "--max-errors", "1")
+        self.assertEqual(status, 1)
+        self.assertIn("go: 2 call(s) failed (2 unavailable), more than the bound of 1", out)
+
     def test_a_run_that_never_fills_a_window_proves_nothing(self):
         status, out, _ = self.run_check([line("rust", True, 0), line("go", True, 500)])
         self.assertEqual(status, 1)

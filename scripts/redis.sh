@@ -21,7 +21,9 @@ start)
   redis-server --port "$port" --bind 127.0.0.1 --dir "$root" --daemonize yes \
     --pidfile "$pidfile" --logfile "$root/redis.log" --save '' --appendonly no "$@"
   for _ in $(seq 1 100); do
-    if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+    # The server answering must be ours (the port may have been taken meanwhile).
+    if [[ -f $pidfile ]] &&
+      redis-cli -p "$port" info server 2>/dev/null | grep -q "^process_id:$(cat "$pidfile")"; then
       echo "redis $name on 127.0.0.1:$port (pid $(cat "$pidfile"))" >&2
       exit 0
     fi

@@ -68,8 +68,13 @@ struct Args {
     #[arg(long, default_value_t = 2000)]
     timeout_ms: u64,
     /// Where the JSON lines go.
+    #[arg(long, required_unless_present = "print_key")]
+    out: Option<PathBuf>,
+    /// Print the tenant's Redis key (built by the binding) and exit:
+    /// `audit/run --failover` needs it to find the tenant's slot without
+    /// re-implementing the key format.
     #[arg(long)]
-    out: PathBuf,
+    print_key: bool,
 }
 
 fn wall_ms() -> u64 {
@@ -161,6 +166,10 @@ async fn run(mut args: Args) -> Result<usize, String> {
         args.window_ms,
     )
     .map_err(|e| e.to_string())?;
+    if args.print_key {
+        println!("{}", policy.key(&args.tenant).map_err(|e| e.to_string())?);
+        return Ok(0);
+    }
     let options = Options {
         timeout: Duration::from_millis(args.timeout_ms),
         ..Options::default()
@@ -207,10 +216,11 @@ async fn run(mut args: Args) -> Result<usize, String> {
             };
         }
     }
-    let mut file =
-        std::fs::File::create(&args.out).map_err(|e| format!("{}: {e}", args.out.display()))?;
+    // clap requires --out unless --print-key, which returned above.
+    let out = args.out.as_deref().ok_or("--out is required")?;
+    let mut file = std::fs::File::create(out).map_err(|e| format!("{}: {e}", out.display()))?;
     file.write_all(text.as_bytes())
-        .map_err(|e| format!("{}: {e}", args.out.display()))?;
+        .map_err(|e| format!("{}: {e}", out.display()))?;
     Ok(lines)
 }
 
@@ -222,7 +232,9 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let lang = args.lang.clone();
+    let print_key = args.print_key;
     match run(args).await {
+        Ok(_) if print_key => ExitCode::SUCCESS,
         Ok(lines) => {
             eprintln!("audit worker {lang}: {lines} decisions logged");
             ExitCode::SUCCESS
