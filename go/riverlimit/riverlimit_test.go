@@ -351,6 +351,13 @@ func TestHangingRedisSnoozesWithinTheTimeout(t *testing.T) {
 			t.Fatalf("event %d: %s, attempt %d, errors %v", i, e.Kind, e.Job.Attempt, e.Job.Errors)
 		}
 	}
+	// Stop fetching first: a run in flight holds attempt 1 until it snoozes,
+	// and Stop waits for it to finish and be recorded.
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := client.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
 	row, err := client.JobGet(context.Background(), job.ID)
 	if err != nil {
 		t.Fatal(err)
