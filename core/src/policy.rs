@@ -56,6 +56,9 @@ pub struct Policy {
     algorithm: Algorithm,
     limit: u64,
     window_ms: u64,
+    /// ARGV[1] and ARGV[2] of every call: formatted once, not per check.
+    pub(crate) limit_arg: String,
+    pub(crate) window_arg: String,
 }
 
 impl Policy {
@@ -93,6 +96,8 @@ impl Policy {
             algorithm,
             limit,
             window_ms,
+            limit_arg: limit.to_string(),
+            window_arg: window_ms.to_string(),
         })
     }
 

@@ -125,8 +125,8 @@ impl Policy {
             script: Script::new(self.algorithm(), mode),
             keys: vec![key],
             args: vec![
-                self.limit().to_string(),
-                self.window_ms().to_string(),
+                self.limit_arg.clone(),
+                self.window_arg.clone(),
                 cost.to_string(),
                 now_ms.map(|n| n.to_string()).unwrap_or_default(),
             ],

@@ -3,19 +3,8 @@
 
 mod common;
 
-use common::unique_namespace;
+use common::{cluster_urls, unique_namespace};
 use slidelimit::{blocking, slot, Algorithm, Options, Policy};
-
-fn cluster_urls() -> Vec<String> {
-    std::env::var("SLIDELIMIT_TEST_CLUSTER_URLS")
-        .expect(
-            "SLIDELIMIT_TEST_CLUSTER_URLS is not set: run the tests through `make test` \
-             or scripts/with-cluster.sh, which start a local Redis Cluster of their own",
-        )
-        .split(',')
-        .map(str::to_owned)
-        .collect()
-}
 
 fn connect(policy: Policy) -> blocking::Limiter {
     let urls = cluster_urls();

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::unique_namespace;
+use common::{cluster_urls, unique_namespace};
 use slidelimit::{slot, Algorithm, Limiter, Options, Policy};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,17 +13,6 @@ use std::time::{Duration, Instant};
 const CALLERS: usize = 6;
 const LIMIT: u64 = 20;
 const WINDOW_MS: u64 = 200;
-
-fn cluster_urls() -> Vec<String> {
-    std::env::var("SLIDELIMIT_TEST_CLUSTER_URLS")
-        .expect(
-            "SLIDELIMIT_TEST_CLUSTER_URLS is not set: run the tests through `make test` \
-             or scripts/with-cluster.sh, which start a local Redis Cluster of their own",
-        )
-        .split(',')
-        .map(str::to_owned)
-        .collect()
-}
 
 fn node(port: u16) -> redis::Connection {
     redis::Client::open(format!("redis://127.0.0.1:{port}/"))

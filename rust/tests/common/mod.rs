@@ -11,6 +11,18 @@ pub fn redis_url() -> String {
     )
 }
 
+/// Every node of the Cluster that `make test` (scripts/with-cluster.sh) started.
+pub fn cluster_urls() -> Vec<String> {
+    std::env::var("SLIDELIMIT_TEST_CLUSTER_URLS")
+        .expect(
+            "SLIDELIMIT_TEST_CLUSTER_URLS is not set: run the tests through `make test` \
+             or scripts/with-cluster.sh, which start a local Redis Cluster of their own",
+        )
+        .split(',')
+        .map(str::to_owned)
+        .collect()
+}
+
 pub fn raw_connection() -> redis::Connection {
     redis::Client::open(redis_url())
         .and_then(|c| c.get_connection())
