@@ -20,7 +20,7 @@ TEST_TARGETS += test-go
 BENCH_TARGETS += bench-go
 CONFORMANCE_BINDINGS += go
 
-.PHONY: ffi-lib ffi-header ffi-header-check test-ffi go-lint test-go bench-go
+.PHONY: ffi-lib ffi-header ffi-header-check test-ffi go-lint test-postgres-helper test-go bench-go
 
 # cbindgen's version is pinned: another version may write another header.
 $(CBINDGEN):
@@ -60,7 +60,12 @@ go-lint: ffi-lib
 # scripts/check-ttl.py SCANs that Redis and the Cluster's masters (so
 # with-cluster.sh wraps with-ttl-check.sh): no key the Go tests left may lack
 # a TTL (servers the tests start themselves check it before they stop).
-test-go: test-ffi go-lint
+# The PostgreSQL helper runs the server as another user when run as root; it
+# must work from a checkout under a private (0700) directory.
+test-postgres-helper: deps
+	go/scripts/test-with-postgres.sh
+
+test-go: test-ffi go-lint test-postgres-helper
 	go/scripts/with-postgres.sh scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh bash -c '\
 		export $(GO_LIBFLAGS) && cd go && $(GO) test -count=1 ./... && \
 		GODEBUG=cgocheck=1 $(GO) test -count=1 ./...'
