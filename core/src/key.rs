@@ -136,8 +136,14 @@ mod tests {
         assert_eq!(crc16_xmodem(b"123456789"), 0x31C3);
         assert_eq!(slot("foo"), 12182);
         assert_eq!(slot("{user1000}.following"), slot("{user1000}.followers"));
-        assert_eq!(slot("foo{}{bar}"), slot("foo{}{bar}"));
+        // The tag is the text between the first `{` and the next `}`; an empty
+        // one means the whole key is hashed.
+        assert_eq!(slot("foo{bar}{zap}"), slot("bar"));
+        assert_eq!(slot("foo{{bar}}zap"), slot("{bar"));
         assert_eq!(slot("foo{}{bar}"), crc16_xmodem(b"foo{}{bar}") % 16384);
+        assert_ne!(slot("foo{}{bar}"), slot("bar"));
+        assert_eq!(slot("{}"), crc16_xmodem(b"{}") % 16384);
+        assert_eq!(slot("no-brace}{"), crc16_xmodem(b"no-brace}{") % 16384);
     }
 
     #[test]

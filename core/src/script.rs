@@ -160,6 +160,15 @@ mod tests {
             .map(|b| format!("{b:02x}"))
             .collect();
         assert_eq!(abc, "a9993e364706816aba3e25717850c26c9cd0d89d");
+        // Every script's SHA1 is the digest of the text it sends with EVAL
+        // (the peek variants included), so EVALSHA names that exact text.
+        for s in Script::ALL {
+            let digest: String = Sha1::digest(s.text().as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(s.sha1(), digest, "{s:?}");
+        }
     }
 
     #[test]
