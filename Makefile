@@ -16,13 +16,13 @@ BENCH_TARGETS :=
 all: build
 
 demo:
-	$(CARGO) run --quiet --release -p slidelimit --bin slidelimit -- simulate
+	$(CARGO) run --quiet --release -p slidelimit-cli --bin slidelimit -- simulate
 
 deps:
 	@scripts/deps.sh
 
 build: deps
-	$(CARGO) build --release -p slidelimit --bin slidelimit
+	$(CARGO) build --release -p slidelimit-cli --bin slidelimit
 
 lint:
 	$(CARGO) fmt --all -- --check

@@ -2,9 +2,9 @@
 // sharing one budget with every other slidelimit binding (Rust, Node, ...).
 //
 // It is a thin shell: key naming, validation, the Lua scripts, reply parsing,
-// error classification and the in-memory engine all come from slidelimit-core
-// through its C ABI (ffi-c/); go-redis v9 runs the scripts, standalone or
-// Cluster, with EVALSHA and the NOSCRIPT fallback.
+// the server-error table (codes and messages) and the in-memory engine all
+// come from slidelimit-core through its C ABI (ffi-c/); go-redis v9 runs the
+// scripts, standalone or Cluster, with EVALSHA and the NOSCRIPT fallback.
 //
 //	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	limiter, err := slidelimit.New(client, slidelimit.Policy{

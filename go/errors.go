@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"errors"
+	"strings"
 	"sync"
 )
 
@@ -74,7 +75,8 @@ func (e *Error) Error() string {
 	if e.Message != "" {
 		s += ": " + e.Message
 	}
-	if e.Err != nil {
+	// Core's messages for error replies already quote Redis's text.
+	if e.Err != nil && !strings.Contains(e.Message, e.Err.Error()) {
 		s += ": " + e.Err.Error()
 	}
 	return s

@@ -2,75 +2,33 @@ package slidelimit
 
 // cgo links the static library `make` builds from ffi-c/ (cargo build
 // --release -p slidelimit-ffi) and the header checked in beside it. Every
-// contract decision (keys, validation, scripts, reply parsing, error
-// classification, the memory engine) happens on the other side.
+// contract decision (keys, validation, scripts, reply parsing, the
+// server-error table, the memory engine) happens on the other side. A check
+// crosses into C twice: once to build its call into a Go buffer, once to
+// parse the reply.
 
 /*
 #cgo CFLAGS: -I${SRCDIR}/../ffi-c/include
 #cgo LDFLAGS: ${SRCDIR}/../target/release/libslidelimit_ffi.a -ldl -lpthread -lm
-#include <stdlib.h>
-#include <string.h>
+// The functions of every check keep no pointer past their return and never
+// call Go: so cgo may leave what Go passes them on the stack, and skip the
+// callback bookkeeping.
+#cgo noescape slidelimit_policy_build_call_into
+#cgo nocallback slidelimit_policy_build_call_into
+#cgo noescape slidelimit_decision_from_reply
+#cgo nocallback slidelimit_decision_from_reply
+#cgo noescape slidelimit_memory_acquire
+#cgo nocallback slidelimit_memory_acquire
+#cgo noescape slidelimit_memory_peek
+#cgo nocallback slidelimit_memory_peek
 #include "slidelimit.h"
-
-// The most strings one call hands back (KEYS then ARGV); the contract uses 5.
-#define SL_MAX_PARTS 8
-
-typedef struct {
-	size_t n_keys;
-	size_t n_args;
-	size_t lens[SL_MAX_PARTS];
-} sl_layout;
-
-// Builds one call and copies its KEYS and ARGV back to back into buf, so that
-// Go crosses into C once per check instead of once per accessor.
-static slidelimit_result sl_build_into(const slidelimit_policy *policy,
-		const uint8_t *tenant, size_t tenant_len, uint64_t cost,
-		const uint64_t *now_ms, uint32_t mode,
-		uint8_t *buf, size_t cap, sl_layout *layout,
-		uint8_t *msg, size_t msg_cap, size_t *msg_len) {
-	slidelimit_call *call = NULL;
-	slidelimit_result r = slidelimit_policy_build_call(policy, tenant, tenant_len, cost,
-		now_ms, mode, &call, msg, msg_cap, msg_len);
-	if (r != SLIDELIMIT_RESULT_OK) {
-		return r;
-	}
-	size_t n_keys = 0, n_args = 0, used = 0;
-	slidelimit_call_key_count(call, &n_keys);
-	slidelimit_call_arg_count(call, &n_args);
-	if (n_keys + n_args > SL_MAX_PARTS) {
-		slidelimit_call_free(call);
-		return SLIDELIMIT_RESULT_INTERNAL;
-	}
-	for (size_t i = 0; i < n_keys + n_args; i++) {
-		const uint8_t *p = NULL;
-		size_t n = 0;
-		r = i < n_keys ? slidelimit_call_key(call, i, &p, &n)
-		               : slidelimit_call_arg(call, i - n_keys, &p, &n);
-		if (r != SLIDELIMIT_RESULT_OK) {
-			slidelimit_call_free(call);
-			return r;
-		}
-		if (n > cap - used) {
-			slidelimit_call_free(call);
-			return SLIDELIMIT_RESULT_BUFFER_TOO_SMALL;
-		}
-		if (n > 0) {
-			memcpy(buf + used, p, n);
-		}
-		used += n;
-		layout->lens[i] = n;
-	}
-	layout->n_keys = n_keys;
-	layout->n_args = n_args;
-	slidelimit_call_free(call);
-	return SLIDELIMIT_RESULT_OK;
-}
 */
 import "C"
 
 import (
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -82,6 +40,12 @@ var _ = ffiLibHash
 
 // msgCap is the size of the buffer that receives a failure's message.
 const msgCap = 512
+
+// liveHandles counts the C objects (policies and memory engines) this
+// process holds: +1 when one is made, -1 when Close or a finalizer frees it.
+// Tests read it (export_test.go) to prove that finalizers free dropped
+// Limiters.
+var liveHandles atomic.Int64
 
 // bytesPtr is the data pointer of s for C (nil for ""), never written through.
 func bytesPtr(s string) *C.uint8_t {
@@ -111,6 +75,7 @@ func failure(code C.slidelimit_result, retry func(msg *C.uint8_t, msgLen *C.size
 type policyHandle struct {
 	mu  sync.RWMutex
 	ptr *C.slidelimit_policy
+	alg C.uint32_t // the policy's slidelimit_algorithm value
 }
 
 func newPolicyHandle(p Policy) (*policyHandle, error) {
@@ -127,7 +92,8 @@ func newPolicyHandle(p Policy) (*policyHandle, error) {
 	if r := run(nil, nil); r != C.SLIDELIMIT_RESULT_OK {
 		return nil, failure(r, run)
 	}
-	h := &policyHandle{ptr: ptr}
+	liveHandles.Add(1)
+	h := &policyHandle{ptr: ptr, alg: alg}
 	runtime.SetFinalizer(h, (*policyHandle).free)
 	return h, nil
 }
@@ -139,6 +105,7 @@ func (h *policyHandle) free() {
 	if h.ptr != nil {
 		C.slidelimit_policy_free(h.ptr)
 		h.ptr = nil
+		liveHandles.Add(-1)
 	}
 	runtime.SetFinalizer(h, nil)
 }
@@ -168,8 +135,8 @@ const (
 	modePeek    = callMode(C.SLIDELIMIT_MODE_PEEK)
 )
 
-// buildCall asks core for the call's KEYS and ARGV. now == nil lets the
-// script read Redis TIME.
+// buildCall asks core for the call's KEYS and ARGV, copied into one Go
+// buffer by a single C call. now == nil lets the script read Redis TIME.
 func (h *policyHandle) buildCall(tenant string, cost uint64, now *uint64, mode callMode) (scriptCall, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -181,21 +148,29 @@ func (h *policyHandle) buildCall(tenant string, cost uint64, now *uint64, mode c
 		v := C.uint64_t(*now)
 		nowPtr = &v
 	}
-	// A first guess that fits every ordinary key; core answers
-	// BUFFER_TOO_SMALL if not, and the second try uses the documented maximum.
-	size := 3*len(tenant) + 256
+	// A first guess that fits every ordinary call; when it does not, core
+	// answers BUFFER_TOO_SMALL with the size it needs, and the second try
+	// has it.
+	return h.buildCallSized(tenant, cost, nowPtr, mode, min(3*len(tenant)+256, C.SLIDELIMIT_CALL_BUF_MAX))
+}
+
+// buildCallSized is buildCall with the first buffer of size bytes (the
+// caller holds the read lock).
+func (h *policyHandle) buildCallSized(tenant string, cost uint64, nowPtr *C.uint64_t, mode callMode, size int) (scriptCall, error) {
+	size = max(size, 1)
+	var lens [C.SLIDELIMIT_CALL_PARTS_MAX]C.size_t
+	var nKeys, nParts, used C.size_t
 	for attempt := 0; ; attempt++ {
 		buf := make([]byte, size)
-		var layout C.sl_layout
 		run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
-			return C.sl_build_into(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)), C.uint64_t(cost),
-				nowPtr, mode, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &layout,
-				msg, msgCap, msgLen)
+			return C.slidelimit_policy_build_call_into(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
+				C.uint64_t(cost), nowPtr, mode, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)),
+				&lens[0], C.size_t(len(lens)), &nKeys, &nParts, &used, msg, msgCap, msgLen)
 		}
 		r := run(nil, nil)
 		runtime.KeepAlive(h) // The finalizer must not free the policy during the call.
-		if r == C.SLIDELIMIT_RESULT_BUFFER_TOO_SMALL && attempt == 0 {
-			size = C.SLIDELIMIT_KEY_MAX + 256
+		if r == C.SLIDELIMIT_RESULT_BUFFER_TOO_SMALL && attempt == 0 && int(used) > size {
+			size = int(used)
 			continue
 		}
 		if r != C.SLIDELIMIT_RESULT_OK {
@@ -203,12 +178,12 @@ func (h *policyHandle) buildCall(tenant string, cost uint64, now *uint64, mode c
 		}
 		// The buffer is never written again, so the strings can share it.
 		call := scriptCall{
-			keys: make([]string, int(layout.n_keys)),
-			args: make([]any, int(layout.n_args)),
+			keys: make([]string, int(nKeys)),
+			args: make([]any, int(nParts-nKeys)),
 		}
 		offset := 0
 		part := func(i int) string {
-			n := int(layout.lens[i])
+			n := int(lens[i])
 			if n == 0 {
 				return ""
 			}
@@ -303,24 +278,40 @@ func decisionFromC(d *C.slidelimit_decision) Decision {
 	}
 }
 
-// serverErrorKind is core's verdict on a Redis error reply.
-type serverErrorKind int
-
-const (
-	serverNoScript  serverErrorKind = C.SLIDELIMIT_SERVER_ERROR_NO_SCRIPT
-	serverRedirect  serverErrorKind = C.SLIDELIMIT_SERVER_ERROR_REDIRECT
-	serverTransient serverErrorKind = C.SLIDELIMIT_SERVER_ERROR_TRANSIENT
-	serverFinal     serverErrorKind = C.SLIDELIMIT_SERVER_ERROR_FINAL
-)
-
-func classifyServerError(text string) (serverErrorKind, Code) {
-	var kind C.slidelimit_server_error
-	var code C.slidelimit_result
-	r := C.slidelimit_server_error_classify(bytesPtr(text), C.size_t(len(text)), &kind, &code)
+// mapServerError applies core's table to an error reply from Redis to a
+// script call on key under the policy: retry is true for a NOSCRIPT to
+// EVALSHA (send EVAL once); otherwise code and message are what every
+// binding reports. afterRetry maps the reply to that EVAL. It reads no C
+// object, so it needs no lock.
+func (h *policyHandle) mapServerError(reply, key string, afterRetry bool) (retry bool, code Code, message string) {
+	var action C.slidelimit_server_error_action
+	var c C.slidelimit_result
+	buf := make([]byte, len(reply)+len(key)+C.SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA)
+	var n C.size_t
+	r := C.slidelimit_server_error_map(bytesPtr(reply), C.size_t(len(reply)), bytesPtr(key), C.size_t(len(key)),
+		h.alg, C.bool(afterRetry), &action, &c, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n,
+		nil, 0, nil)
 	if r != C.SLIDELIMIT_RESULT_OK {
-		return serverFinal, ErrInternal
+		return false, ErrInternal, "mapping the server error failed: " + resultName(Code(r))
 	}
-	return serverErrorKind(kind), Code(code)
+	if action == C.SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL {
+		return true, 0, ""
+	}
+	return false, Code(c), string(buf[:n])
+}
+
+// mapCommandError applies core's table to an error reply from Redis to a
+// command that is no script call (a reset's DEL): never a retry.
+func mapCommandError(reply string) (Code, string) {
+	var c C.slidelimit_result
+	buf := make([]byte, len(reply)+C.SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA)
+	var n C.size_t
+	r := C.slidelimit_server_error_map_command(bytesPtr(reply), C.size_t(len(reply)), &c,
+		(*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+	if r != C.SLIDELIMIT_RESULT_OK {
+		return ErrInternal, "mapping the server error failed: " + resultName(Code(r))
+	}
+	return Code(c), string(buf[:n])
 }
 
 // memoryHandle owns one slidelimit_memory engine.
@@ -334,22 +325,28 @@ func newMemoryHandle() (*memoryHandle, error) {
 	if r := C.slidelimit_memory_new(&ptr); r != C.SLIDELIMIT_RESULT_OK {
 		return nil, failure(r, nil)
 	}
+	liveHandles.Add(1)
 	h := &memoryHandle{ptr: ptr}
 	runtime.SetFinalizer(h, (*memoryHandle).free)
 	return h, nil
 }
 
+// free releases the engine; safe to call more than once.
 func (h *memoryHandle) free() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.ptr != nil {
 		C.slidelimit_memory_free(h.ptr)
 		h.ptr = nil
+		liveHandles.Add(-1)
 	}
 	runtime.SetFinalizer(h, nil)
 }
 
-func (h *memoryHandle) check(p *policyHandle, tenant string, cost, now uint64, mode callMode) (Decision, error) {
+// check runs one acquire or peek in the engine. now == nil decides at clock;
+// otherwise *now is the caller's time. clock is the real clock, which alone
+// expires keys (as Redis expires them on its own clock), so pass it always.
+func (h *memoryHandle) check(p *policyHandle, tenant string, cost uint64, now *uint64, clock uint64, mode callMode) (Decision, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	p.mu.RLock()
@@ -357,14 +354,19 @@ func (h *memoryHandle) check(p *policyHandle, tenant string, cost, now uint64, m
 	if h.ptr == nil || p.ptr == nil {
 		return Decision{}, ErrClosed
 	}
+	var nowPtr *C.uint64_t
+	if now != nil {
+		v := C.uint64_t(*now)
+		nowPtr = &v
+	}
 	var d C.slidelimit_decision
 	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
 		if mode == modePeek {
 			return C.slidelimit_memory_peek(h.ptr, p.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
-				C.uint64_t(cost), C.uint64_t(now), &d, msg, msgCap, msgLen)
+				C.uint64_t(cost), nowPtr, C.uint64_t(clock), &d, msg, msgCap, msgLen)
 		}
 		return C.slidelimit_memory_acquire(h.ptr, p.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
-			C.uint64_t(cost), C.uint64_t(now), &d, msg, msgCap, msgLen)
+			C.uint64_t(cost), nowPtr, C.uint64_t(clock), &d, msg, msgCap, msgLen)
 	}
 	r := run(nil, nil)
 	runtime.KeepAlive(h)
@@ -405,4 +407,16 @@ func resultName(code Code) string {
 // Version is the version of slidelimit-core this package is linked with.
 func Version() string {
 	return C.GoString(C.slidelimit_version())
+}
+
+// checkTimeoutMs applies core's rule for a per-call timeout in milliseconds
+// (1 ..= 2^31 - 1), shared by every binding.
+func checkTimeoutMs(ms uint64) error {
+	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
+		return C.slidelimit_check_timeout_ms(C.uint64_t(ms), msg, msgCap, msgLen)
+	}
+	if r := run(nil, nil); r != C.SLIDELIMIT_RESULT_OK {
+		return failure(r, run)
+	}
+	return nil
 }

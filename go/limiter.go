@@ -64,7 +64,10 @@ type config struct {
 type Option func(*config)
 
 // WithTimeout bounds each Redis call; past it the check fails with
-// ErrUnavailable (never a decision). Default DefaultTimeout.
+// ErrUnavailable (never a decision). Default DefaultTimeout. Core's rule for
+// every binding: 1 ms to 2^31 - 1 ms (about 24.8 days), in whole
+// milliseconds; zero, a negative or a sub-millisecond timeout makes New and
+// NewMemory fail with ErrInvalidArgument naming timeout_ms.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithMetrics records every acquire's decision in m.
@@ -141,14 +144,24 @@ func newLimiter(p Policy, opts []Option) (*Limiter, error) {
 	for _, opt := range opts {
 		opt(&cfg)
 	}
-	if cfg.timeout <= 0 {
-		return nil, &Error{Code: ErrInvalidArgument, Message: "timeout: must be positive"}
+	if err := checkTimeout(cfg.timeout); err != nil {
+		return nil, err
 	}
 	h, err := newPolicyHandle(p)
 	if err != nil {
 		return nil, err
 	}
 	return &Limiter{policy: p, handle: h, cfg: cfg}, nil
+}
+
+// checkTimeout applies core's rule to d in whole milliseconds (a negative
+// duration is checked as 0).
+func checkTimeout(d time.Duration) error {
+	var ms uint64
+	if d > 0 {
+		ms = uint64(d / time.Millisecond)
+	}
+	return checkTimeoutMs(ms)
 }
 
 func honoursContext(client redis.UniversalClient) bool {
@@ -216,6 +229,10 @@ func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 	err = l.bounded(ctx, func(ctx context.Context) error {
 		n, err := l.client.Del(ctx, key).Result()
 		removed = n
+		if isServerError(err) {
+			code, message := mapCommandError(err.Error())
+			return &Error{Code: code, Message: message, Err: err}
+		}
 		return err
 	})
 	if err != nil {
@@ -228,11 +245,10 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 	var d Decision
 	var err error
 	if l.memory != nil {
-		at := uint64(l.cfg.clock().UnixMilli())
-		if now != nil {
-			at = *now
-		}
-		d, err = l.memory.check(l.handle, tenant, cost, at, mode)
+		// The clock stands in for Redis's: it expires keys even when the
+		// caller passes its own now, as Redis's PEXPIRE runs on server time.
+		clock := uint64(max(l.cfg.clock().UnixMilli(), 0))
+		d, err = l.memory.check(l.handle, tenant, cost, now, clock, mode)
 	} else {
 		d, err = l.checkRedis(ctx, tenant, cost, now, mode)
 	}
@@ -258,13 +274,7 @@ func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, no
 		return err
 	})
 	if err != nil {
-		e := l.redisError(err)
-		if e.Code == ErrWrongType {
-			// Redis's WRONGTYPE text names no key: say which one, and why.
-			e.Message = fmt.Sprintf("key %q holds a type the %s algorithm does not write (another program's key, or the other algorithm's)",
-				call.keys[0], l.policy.Algorithm)
-		}
-		return Decision{}, e
+		return Decision{}, l.redisError(err)
 	}
 	ints, err := replyInts(reply)
 	if err != nil {
@@ -276,15 +286,41 @@ func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, no
 // evalSha sends EVALSHA and, on NOSCRIPT (a restarted node, a failover, a
 // Cluster node never used before), EVAL on the same keys, so on the same node,
 // exactly once. A NOSCRIPT never double-counts: the script did not run.
+// Error replies come back mapped by core (an *Error); other errors as they are.
 func (l *Limiter) evalSha(ctx context.Context, sc script, call scriptCall) (any, error) {
+	key := call.keys[0]
 	reply, err := l.client.EvalSha(ctx, sc.sha1, call.keys, call.args...).Result()
-	var serverErr redis.Error
-	if err != nil && errors.As(err, &serverErr) && !errors.Is(err, redis.Nil) {
-		if kind, _ := classifyServerError(err.Error()); kind == serverNoScript {
-			reply, err = l.client.Eval(ctx, sc.text, call.keys, call.args...).Result()
-		}
+	if !isServerError(err) {
+		return reply, err
+	}
+	if retry, e := l.serverError(err, key, false); !retry {
+		return nil, e
+	}
+	reply, err = l.client.Eval(ctx, sc.text, call.keys, call.args...).Result()
+	if isServerError(err) {
+		_, e := l.serverError(err, key, true)
+		return nil, e
 	}
 	return reply, err
+}
+
+// isServerError tells an error reply from Redis (go-redis's redis.Error)
+// from everything else; redis.Nil is a reply, not an error.
+func isServerError(err error) bool {
+	var serverErr redis.Error
+	return err != nil && errors.As(err, &serverErr) && !errors.Is(err, redis.Nil)
+}
+
+// serverError maps an error reply to a script call on key by core's table,
+// the same in every binding: retry for a NOSCRIPT to EVALSHA, else the code
+// and message (a WRONGTYPE names the key and the algorithm), with go-redis's
+// error kept as the cause.
+func (l *Limiter) serverError(err error, key string, afterRetry bool) (retry bool, e *Error) {
+	retry, code, message := l.handle.mapServerError(err.Error(), key, afterRetry)
+	if retry {
+		return true, nil
+	}
+	return false, &Error{Code: code, Message: message, Err: err}
 }
 
 // bounded runs one Redis exchange within the timeout. When the client would
@@ -305,21 +341,16 @@ func (l *Limiter) bounded(ctx context.Context, exchange func(context.Context) er
 	}
 }
 
-// redisError maps what go-redis returned to a slidelimit error: server error
-// replies are classified by core; everything else (network, timeout, closed
-// pool) means Redis is unavailable, never a decision.
+// redisError maps what go-redis returned to a slidelimit error: error
+// replies arrive mapped by core (serverError); everything else (network,
+// timeout, closed pool) means Redis is unavailable, never a decision.
 func (l *Limiter) redisError(err error) *Error {
+	var mapped *Error
+	if errors.As(err, &mapped) {
+		return mapped
+	}
 	if errors.Is(err, redis.Nil) {
 		return &Error{Code: ErrMalformedReply, Message: "script reply is nil"}
-	}
-	var serverErr redis.Error
-	if errors.As(err, &serverErr) {
-		kind, code := classifyServerError(err.Error())
-		message := "Redis answered with an error"
-		if kind == serverTransient || kind == serverRedirect {
-			message = "Redis cannot serve the call now"
-		}
-		return &Error{Code: code, Message: message, Err: err}
 	}
 	// Say what happened: a timeout and a refused connection or failed TLS
 	// handshake call for different fixes.

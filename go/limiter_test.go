@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"net"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,7 +98,7 @@ func TestPolicyValidationNamesTheField(t *testing.T) {
 	_, err := slidelimit.New(nil, good)
 	wantCode(t, err, slidelimit.ErrInvalidArgument, "client:")
 	_, err = slidelimit.NewMemory(good, slidelimit.WithTimeout(0))
-	wantCode(t, err, slidelimit.ErrInvalidArgument, "timeout:")
+	wantCode(t, err, slidelimit.ErrInvalidArgument, "timeout_ms:")
 }
 
 func TestBadCallsNeverReachRedis(t *testing.T) {
@@ -231,6 +232,8 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 	if err := client.ScriptFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
+	// Other tests share the server and send EVAL too: count this test's own.
+	evalsBefore, evalShasBefore := commandCalls(t, client, "eval"), commandCalls(t, client, "evalsha")
 	d, err := l.AcquireAt(ctx, "t", 1, 5000)
 	if err != nil || !d.Allowed {
 		t.Fatalf("%+v %v", d, err)
@@ -242,10 +245,33 @@ func TestNoScriptFallsBackToEval(t *testing.T) {
 	if d, err = l.AcquireAt(ctx, "t", 1, 5000); err != nil || d.Remaining != 8 {
 		t.Fatalf("%+v %v", d, err)
 	}
-	calls := client.Info(ctx, "commandstats").Val()
-	if !strings.Contains(calls, "cmdstat_eval:") {
-		t.Fatalf("EVAL was never sent:\n%s", calls)
+	// EVALSHA (NOSCRIPT), EVAL, then EVALSHA of the cached script.
+	evals, evalShas := commandCalls(t, client, "eval")-evalsBefore, commandCalls(t, client, "evalsha")-evalShasBefore
+	if evals != 1 || evalShas != 2 {
+		t.Fatalf("%d EVAL and %d EVALSHA sent, want 1 and 2", evals, evalShas)
 	}
+}
+
+// commandCalls is how many times the server has run cmd (INFO commandstats;
+// failed calls, such as a NOSCRIPT, included).
+func commandCalls(t *testing.T, client *redis.Client, cmd string) int {
+	t.Helper()
+	stats, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(stats, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(strings.SplitN(rest, ",", 2)[0])
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		return n
+	}
+	return 0
 }
 
 func TestWrongTypeIsReported(t *testing.T) {
@@ -327,12 +353,31 @@ func TestCanceledContextIsUnavailable(t *testing.T) {
 func TestCloseIsSafeTwice(t *testing.T) {
 	client := testredis.Client(t, nil)
 	p := testPolicy(t, slidelimit.SlidingLog, 3, 1000)
-	for _, l := range []*slidelimit.Limiter{newRedisLimiter(t, client, p), newMemoryLimiter(t, p)} {
+	base := settledHandles(t)
+	// A Limiter on Redis holds a policy; one in memory a policy and an engine.
+	limiters := []struct {
+		l       *slidelimit.Limiter
+		handles int64
+	}{{newRedisLimiter(t, client, p), 1}, {newMemoryLimiter(t, p), 2}}
+	live := base + 3
+	if got := slidelimit.LiveHandles(); got != live {
+		t.Fatalf("%d live C handles, want %d", got, live)
+	}
+	for i, c := range limiters {
+		l := c.l
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
 		}
+		// Close frees at once, not at some later GC.
+		live -= c.handles
+		if got := slidelimit.LiveHandles(); got != live {
+			t.Fatalf("limiter %d: %d live C handles after Close, want %d", i, got, live)
+		}
 		if err := l.Close(); err != nil {
 			t.Fatal(err)
+		}
+		if got := slidelimit.LiveHandles(); got != live {
+			t.Fatalf("limiter %d: a second Close changed the count to %d, want %d", i, got, live)
 		}
 		if _, err := l.Acquire(ctx, "t"); !errors.Is(err, slidelimit.ErrClosed) {
 			t.Fatalf("want ErrClosed, got %v", err)
@@ -340,24 +385,74 @@ func TestCloseIsSafeTwice(t *testing.T) {
 		if _, err := l.Reset(ctx, "t"); !errors.Is(err, slidelimit.ErrClosed) {
 			t.Fatalf("want ErrClosed, got %v", err)
 		}
+		if _, err := l.Key("t"); !errors.Is(err, slidelimit.ErrClosed) {
+			t.Fatalf("want ErrClosed, got %v", err)
+		}
 	}
 }
 
-// Limiters dropped without Close are released by their finalizers; the
-// process neither crashes nor keeps them (run with GODEBUG=cgocheck=1 too).
-func TestFinalizersReleaseDroppedLimiters(t *testing.T) {
-	p := testPolicy(t, slidelimit.SlidingCounter, 3, 1000)
-	for i := 0; i < 200; i++ {
-		l, err := slidelimit.NewMemory(p)
-		if err != nil {
-			t.Fatal(err)
+// settledHandles runs the GC until the finalizers of Limiters dropped
+// earlier (by other tests) have run, and returns the live C handle count.
+func settledHandles(t *testing.T) int64 {
+	t.Helper()
+	prev := int64(-1)
+	for i := 0; i < 100; i++ {
+		runtime.GC()
+		time.Sleep(5 * time.Millisecond)
+		n := slidelimit.LiveHandles()
+		if n == prev {
+			return n
 		}
-		if _, err := l.AcquireAt(ctx, "t", 1, 1); err != nil {
-			t.Fatal(err)
-		}
+		prev = n
 	}
-	runtime.GC()
-	runtime.GC()
+	t.Fatalf("the live C handle count never settled (last %d)", prev)
+	return 0
+}
+
+// Limiters dropped without Close are released by their finalizers: the count
+// of live C handles, up by 300 while 200 Limiters exist, comes back down once
+// they are dropped. runtime.GC does not wait for finalizers, so the test
+// polls, up to a deadline. `make test-go` runs it with GODEBUG=cgocheck=1 too.
+func TestFinalizersReleaseDroppedLimiters(t *testing.T) {
+	client := testredis.Client(t, nil)
+	p := testPolicy(t, slidelimit.SlidingCounter, 3, 1000)
+	base := settledHandles(t)
+	func() {
+		limiters := make([]*slidelimit.Limiter, 0, 200)
+		for i := 0; i < 100; i++ {
+			inMemory, err := slidelimit.NewMemory(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			onRedis, err := slidelimit.New(client, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range []*slidelimit.Limiter{inMemory, onRedis} {
+				if _, err := l.AcquireAt(ctx, "t", 1, 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			limiters = append(limiters, inMemory, onRedis)
+		}
+		// 100 in memory (a policy and an engine each), 100 on Redis (a policy).
+		if got, want := slidelimit.LiveHandles(), base+300; got != want {
+			t.Fatalf("%d live C handles with 200 Limiters, want %d", got, want)
+		}
+		runtime.KeepAlive(limiters)
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		n := slidelimit.LiveHandles()
+		if n <= base {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d live C handles 10s after dropping 200 Limiters, want %d: finalizers did not free them", n, base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // Many goroutines on one budget: exactly `limit` permits pass.
@@ -489,6 +584,64 @@ func TestMemoryEngineUsesItsClock(t *testing.T) {
 	}
 }
 
+func TestMemoryEngineExpiresKeysOnItsClockNotCallerTime(t *testing.T) {
+	// Redis expires a key by PEXPIRE on its own clock; caller time is only the
+	// script's notion of now. So neither a peek at a far caller time nor other
+	// tenants' calls may make the engine forget A (limit 1 per 60 s): the
+	// answers are Redis's, on the real clock (WithClock left at time.Now).
+	want := map[slidelimit.Algorithm]slidelimit.Decision{
+		slidelimit.SlidingLog:     {Allowed: false, Remaining: 0, RetryAfterMs: 59_999, ResetAfterMs: 59_999, NowMs: 1001},
+		slidelimit.SlidingCounter: {Allowed: false, Remaining: 0, RetryAfterMs: 118_999, ResetAfterMs: 118_999, NowMs: 1001},
+	}
+	for _, alg := range []slidelimit.Algorithm{slidelimit.SlidingLog, slidelimit.SlidingCounter} {
+		t.Run(string(alg), func(t *testing.T) {
+			p := testPolicy(t, alg, 1, 60_000)
+			// A peek of A itself, far ahead of A's permit.
+			l := newMemoryLimiter(t, p)
+			if d, err := l.AcquireAt(ctx, "A", 1, 1000); err != nil || !d.Allowed {
+				t.Fatalf("%+v %v", d, err)
+			}
+			if d, err := l.PeekAt(ctx, "A", 1, 1_000_000); err != nil || !d.Allowed {
+				t.Fatalf("%+v %v", d, err)
+			}
+			if d, err := l.AcquireAt(ctx, "A", 1, 1001); err != nil || d != want[alg] {
+				t.Fatalf("after a far peek: %+v %v, want %+v", d, err, want[alg])
+			}
+			// 5,000 peeks on other tenants, far ahead, span a sweep.
+			l = newMemoryLimiter(t, p)
+			if d, err := l.AcquireAt(ctx, "A", 1, 1000); err != nil || !d.Allowed {
+				t.Fatalf("%+v %v", d, err)
+			}
+			for i := 0; i < 5000; i++ {
+				if _, err := l.PeekAt(ctx, fmt.Sprintf("other-%d", i), 1, 5_000_000); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if d, err := l.AcquireAt(ctx, "A", 1, 1001); err != nil || d != want[alg] {
+				t.Fatalf("after other tenants' peeks: %+v %v, want %+v", d, err, want[alg])
+			}
+		})
+	}
+}
+
+func TestMemoryEngineKeyExpiresOnTheClock(t *testing.T) {
+	// Caller time 1000, clock 1,000,000: the key lives through clock + 60 s
+	// (Redis keeps a key through its expiry's millisecond), then is gone.
+	clock := time.UnixMilli(1_000_000)
+	l := newMemoryLimiter(t, testPolicy(t, slidelimit.SlidingLog, 1, 60_000), slidelimit.WithClock(func() time.Time { return clock }))
+	if d, err := l.AcquireAt(ctx, "A", 1, 1000); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	clock = clock.Add(60_000 * time.Millisecond)
+	if d, err := l.PeekAt(ctx, "A", 1, 1001); err != nil || d.Allowed {
+		t.Fatalf("at the expiry: %+v %v", d, err)
+	}
+	clock = clock.Add(time.Millisecond)
+	if d, err := l.PeekAt(ctx, "A", 1, 1001); err != nil || !d.Allowed {
+		t.Fatalf("after the expiry: %+v %v", d, err)
+	}
+}
+
 func TestCodesAreCoreNames(t *testing.T) {
 	want := map[slidelimit.Code]string{
 		slidelimit.ErrInvalidArgument:  "invalid_argument",
@@ -513,5 +666,83 @@ func TestCodesAreCoreNames(t *testing.T) {
 	}
 	if _, ok := slidelimit.CodeOf(errors.New("other")); ok {
 		t.Fatal("CodeOf of a foreign error")
+	}
+}
+
+func TestTimeoutFollowsCoresRule(t *testing.T) {
+	// One rule in every binding: a check always has a deadline of at least
+	// 1 ms (and at most 2^31 - 1 ms); anything else names timeout_ms.
+	good := testPolicy(t, slidelimit.SlidingLog, 1, 1000)
+	client := testredis.Client(t, nil)
+	for _, d := range []time.Duration{0, -time.Second, 500 * time.Microsecond, (1 << 31) * time.Millisecond} {
+		_, err := slidelimit.New(client, good, slidelimit.WithTimeout(d))
+		wantCode(t, err, slidelimit.ErrInvalidArgument, "timeout_ms:")
+		_, err = slidelimit.NewMemory(good, slidelimit.WithTimeout(d))
+		wantCode(t, err, slidelimit.ErrInvalidArgument, "timeout_ms:")
+	}
+	var e *slidelimit.Error
+	_, err := slidelimit.New(client, good, slidelimit.WithTimeout(0))
+	if !errors.As(err, &e) || !strings.Contains(e.Message, "at least 1 ms") {
+		t.Fatalf("message of a zero timeout: %v", err)
+	}
+	_ = newRedisLimiter(t, client, good, slidelimit.WithTimeout(time.Millisecond))
+	l := newRedisLimiter(t, client, good, slidelimit.WithTimeout((1<<31-1)*time.Millisecond))
+	if d, err := l.Acquire(ctx, "t"); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+}
+
+func TestRESP2AndRESP3ClientsShareOneBudget(t *testing.T) {
+	// go-redis v9 speaks RESP3 by default (Protocol 3, HELLO 3) and RESP2 on
+	// request; the script's reply must decode to the same decision either way,
+	// on the same key, with caller time and with Redis TIME.
+	p := testPolicy(t, slidelimit.SlidingLog, 3, 60_000)
+	clients := map[int]*redis.Client{}
+	for _, protocol := range []int{2, 3} {
+		clients[protocol] = testredis.Client(t, func(o *redis.Options) { o.Protocol = protocol })
+		info, err := clients[protocol].Do(ctx, "CLIENT", "INFO").Text()
+		if err != nil || !strings.Contains(" "+strings.TrimSpace(info)+" ", fmt.Sprintf(" resp=%d ", protocol)) {
+			t.Fatalf("protocol %d not in use: %q %v", protocol, info, err)
+		}
+	}
+	resp2 := newRedisLimiter(t, clients[2], p)
+	resp3 := newRedisLimiter(t, clients[3], p)
+	// `make test-go` runs the suite twice on one Redis, within the window.
+	for _, tenant := range []string{"t", "server-time"} {
+		if _, err := resp3.Reset(ctx, tenant); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var last slidelimit.Decision
+	for i, l := range []*slidelimit.Limiter{resp3, resp2, resp3} {
+		d, err := l.AcquireAt(ctx, "t", 1, 1_000_000+uint64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !d.Allowed || d.Remaining != uint64(2-i) {
+			t.Fatalf("step %d: %+v", i, d)
+		}
+		last = d
+	}
+	for _, l := range []*slidelimit.Limiter{resp2, resp3} {
+		d, err := l.AcquireAt(ctx, "t", 1, 1_000_010)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := slidelimit.Decision{Allowed: false, Remaining: 0, RetryAfterMs: 59_990, ResetAfterMs: 59_992, NowMs: 1_000_010}
+		if d != want {
+			t.Fatalf("denied: %+v, want %+v (last allowed %+v)", d, want, last)
+		}
+	}
+	for i, l := range []*slidelimit.Limiter{resp2, resp3} {
+		if d, err := l.Acquire(ctx, "server-time"); err != nil || !d.Allowed {
+			t.Fatalf("server time: %+v %v", d, err)
+		}
+		if d, err := l.Peek(ctx, "server-time", 1); err != nil || d.Remaining != uint64(1-i) {
+			t.Fatalf("peek %d: %+v %v", i, d, err)
+		}
+	}
+	if removed, err := resp3.Reset(ctx, "t"); err != nil || !removed {
+		t.Fatalf("reset over RESP3: %v %v", removed, err)
 	}
 }

@@ -1,46 +1,42 @@
-local read_only = false
 -- slidelimit sliding window counter (approximate, O(1) memory). The contract is docs/protocol.md.
+-- It never runs alone: core (core/src/script.rs) prepends lua/prelude.lua and
+-- sends the two as one script (`cat lua/prelude.lua lua/sliding_counter.lua`
+-- is the exact text). The prelude checks ARGV and defines read_only, key,
+-- max_number, int, limit, window, cost, now (Redis TIME if not given) and
+-- argument_error.
 -- KEYS[1]  one hash per tenant and window; field = window start (ms), value = permits admitted in it.
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
--- core replaces the first line with `local read_only = true` for the peek
--- variant, which reads the same state and writes nothing.
-local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-if not (limit and window and cost) then
-  return redis.error_reply('ERR slidelimit: limit, window_ms and cost must be integers')
-end
 
-local function int(n)
-  -- never tostring: it prints 1e+14, which HINCRBY and PEXPIRE would reject
-  return string.format('%d', n)
+-- No bound on limit beyond the prelude's: the counter's work and memory do not grow with it.
+if argument_error then
+  return argument_error
 end
+-- A key holding what this script never writes is an error before any write.
+-- (One literal: Lua does not fold `..` of constants, it would concatenate on every call.)
+local foreign = 'WRONGTYPE slidelimit: the key holds data slidelimit did not write (a hash field that is not a window start or a count that is not an integer); delete it or use another namespace'
 
 -- floor(n / d) for integers 0 <= n, 0 < d below 2^53: fmod is exact, `/` may round up.
 local function floor_div(n, d)
   return (n - math.fmod(n, d)) / d
 end
 
-local now = tonumber(ARGV[4])
-if ARGV[4] == '' then
-  -- Redis 6 needs effects replication before TIME may precede a write; 7 has it always.
-  if redis.replicate_commands then
-    redis.replicate_commands()
-  end
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif not now then
-  return redis.error_reply('ERR slidelimit: now_ms must be an integer or empty')
-end
-
 local cur_start = now - math.fmod(now, window)
 local e = now - cur_start
 local cur_field = int(cur_start)
 local counts = redis.call('HMGET', key, cur_field, int(cur_start - window))
-local a = tonumber(counts[1]) or 0
-local b = tonumber(counts[2]) or 0
+-- Counts are integers (the script writes nothing else); checked before any write.
+local a, b = 0, 0
+if counts[1] then
+  a = tonumber(counts[1])
+end
+if counts[2] then
+  b = tonumber(counts[2])
+end
+if not (a and b and a >= 0 and b >= 0 and a <= max_number and b <= max_number
+    and a % 1 == 0 and b % 1 == 0) then
+  return redis.error_reply(foreign)
+end
 
 -- a*W + b*(W - e) + cost*W <= limit*W, arranged so no term exceeds limit*W <= 2^52.
 local room = limit - a - cost
@@ -49,14 +45,27 @@ local allowed = room >= 0 and b * (window - e) <= room * window
 local a_after = a
 if allowed then
   a_after = a + cost
-  if not read_only then
-    redis.call('HINCRBY', key, cur_field, ARGV[3])
-    if a == 0 then
-      -- First permit of this window. Fields older than the previous window
-      -- never count again: drop them. Nothing in the key counts past
-      -- cur_start + 2W, so one PEXPIRE per window keeps it exactly as long
-      -- as needed; later permits of the window need no call.
-      local fields = redis.call('HKEYS', key)
+  -- Formatted, not ARGV[3] as given: a cost such as '01' passes the checks
+  -- above, but HINCRBY would reject it.
+  local incr = '1'
+  if cost ~= 1 then
+    incr = int(cost)
+  end
+  if a == 0 then
+    -- First permit of this window. Fields older than the previous window
+    -- never count again: drop them. Nothing in the key counts past
+    -- cur_start + 2W, so one PEXPIRE per window keeps it exactly as long
+    -- as needed; later permits of the window need no call. The fields are
+    -- read (and checked to be window starts) before anything is written;
+    -- peek reads them too, so it fails where acquire would.
+    local fields = redis.call('HKEYS', key)
+    for _, field in ipairs(fields) do
+      if not string.find(field, '^%d+$') then
+        return redis.error_reply(foreign)
+      end
+    end
+    if not read_only then
+      redis.call('HINCRBY', key, cur_field, incr)
       for _, field in ipairs(fields) do
         if tonumber(field) < cur_start - window then
           redis.call('HDEL', key, field)
@@ -64,6 +73,8 @@ if allowed then
       end
       redis.call('PEXPIRE', key, int(2 * window))
     end
+  elseif not read_only then
+    redis.call('HINCRBY', key, cur_field, incr)
   end
 end
 

@@ -1,43 +1,44 @@
-local read_only = false
 -- slidelimit sliding log (exact). The contract is docs/protocol.md.
+-- It never runs alone: core (core/src/script.rs) prepends lua/prelude.lua and
+-- sends the two as one script (`cat lua/prelude.lua lua/sliding_log.lua` is
+-- the exact text). The prelude checks ARGV and defines read_only, key,
+-- max_number, int, limit, window, cost, now (Redis TIME if not given) and
+-- argument_error.
 -- KEYS[1]  the log: a list of admitted permit timestamps (ms), oldest first.
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
--- core replaces the first line with `local read_only = true` for the peek
--- variant, which reads the same state and writes nothing.
-local key = KEYS[1]
-local limit = tonumber(ARGV[1])
-local window = tonumber(ARGV[2])
-local cost = tonumber(ARGV[3])
-if not (limit and window and cost) then
-  return redis.error_reply('ERR slidelimit: limit, window_ms and cost must be integers')
-end
 
-local function int(n)
-  -- never tostring: it prints 1e+14, which PEXPIRE and RPUSH would store or reject
-  return string.format('%d', n)
+-- The largest limit the log accepts (slidelimit_core::MAX_LOG_LIMIT): one
+-- entry per permit, so a check's work grows with its cost and with the
+-- expired entries it trims; this bound keeps every check short. Checked
+-- where core checks it: after the prelude's rules on limit and window_ms,
+-- before those on cost and now_ms (argument_error).
+local max_limit = 10000
+if limit > max_limit then
+  return redis.error_reply('ERR slidelimit invalid_argument limit: exceeds ' .. int(max_limit)
+    .. ', the most the sliding log accepts (one entry per permit); use sliding_counter for higher limits')
 end
-
-local now = tonumber(ARGV[4])
-if ARGV[4] == '' then
-  -- Redis 6 needs effects replication before TIME may precede a write; 7 has it always.
-  if redis.replicate_commands then
-    redis.replicate_commands()
-  end
-  local t = redis.call('TIME')
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-elseif not now then
-  return redis.error_reply('ERR slidelimit: now_ms must be an integer or empty')
+if argument_error then
+  return argument_error
 end
+-- A key holding what this script never writes is an error before any write.
+-- (One literal: Lua does not fold `..` of constants, it would concatenate on every call.)
+local foreign = 'WRONGTYPE slidelimit: the key holds data slidelimit did not write (a log entry that is not an integer timestamp); delete it or use another namespace'
 
 -- An entry at s counts for now in [s, s + W): entries <= horizon are expired.
 local horizon = now - window
 -- The two oldest entries arrive in one call: in steady state at most one of
 -- them has expired. (Every redis.call and every string-to-number conversion
 -- costs here, so the script makes as few as it can; see docs/benchmarks.md.)
+-- Every entry read is checked to be an integer timestamp (the script writes
+-- nothing else) before anything is written.
 local head = redis.call('LRANGE', key, '0', '1')
 for i = 1, #head do
-  head[i] = tonumber(head[i])
+  local s = tonumber(head[i])
+  if not (s and s >= 0 and s <= max_number and s % 1 == 0) then
+    return redis.error_reply(foreign)
+  end
+  head[i] = s
 end
 local len = #head
 if len == 2 then
@@ -47,7 +48,10 @@ local function at(i) -- 0-based index into the list as it is now
   if i < #head then
     return head[i + 1]
   end
-  return tonumber(redis.call('LINDEX', key, int(i)))
+  local s = tonumber(redis.call('LINDEX', key, int(i)))
+  if s and s >= 0 and s <= max_number and s % 1 == 0 then
+    return s
+  end
 end
 
 local expired = 0
@@ -59,7 +63,11 @@ if expired == 2 and len > 2 then
   local lo, hi = 2, len
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if at(mid) <= horizon then
+    local s = at(mid)
+    if not s then
+      return redis.error_reply(foreign)
+    end
+    if s <= horizon then
       lo = mid + 1
     else
       hi = mid
@@ -83,6 +91,9 @@ if count > 0 then
     newest = head[len]
   else
     newest = tonumber(redis.call('LINDEX', key, '-1'))
+    if not (newest and newest >= 0 and newest <= max_number and newest % 1 == 0) then
+      return redis.error_reply(foreign)
+    end
   end
 end
 
@@ -119,7 +130,11 @@ end
 -- Denied: nothing is recorded. The k-th oldest live entry is the one whose
 -- expiry frees enough room for `cost`.
 local k = count + cost - limit
-local retry_after = at(expired + k - 1) + window - now
+local kth = at(expired + k - 1)
+if not kth then
+  return redis.error_reply(foreign)
+end
+local retry_after = kth + window - now
 local reset_after = newest + window - now
 if not read_only then
   drop_expired()

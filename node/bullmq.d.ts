@@ -10,8 +10,17 @@ export interface RateLimitedOptions<D = any> {
   cost?: (job: Job<D>) => number;
   /** Random extra delay in [0, jitterMs] ms so deferred jobs do not return in lockstep. Default 250. */
   jitterMs?: number;
-  /** Deferrals allowed before the attempt fails with DeferralLimitError; counted apart from attempts. Default 100. */
+  /**
+   * Denials deferred per attempt; the next denial fails the attempt with
+   * DeferralLimitError. Outage delays do not count. Default 100.
+   */
   maxDeferrals?: number;
+  /**
+   * Consecutive outage delays ('delay' on an unavailable Redis) per attempt;
+   * the next outage fails the attempt with OutageLimitError. Default Infinity:
+   * an outage never fails an attempt.
+   */
+  maxOutageDeferrals?: number;
   /** When Redis is unavailable: 'delay' with backoff (default), 'run' (fail open) or 'fail' (a failed attempt). */
   onUnavailable?: 'delay' | 'run' | 'fail';
   /** Backoff of 'delay' on unavailable: baseMs * 2^(n-1), at most maxMs. Default 1000 and 60000. */
@@ -30,6 +39,15 @@ export function rateLimited<D = any, R = any>(
   options: RateLimitedOptions<D>,
 ): (job: Job<D>, token?: string) => Promise<R>;
 
+/** The attempt failed: denied again after `maxDeferrals` deferrals in this attempt. */
 export class DeferralLimitError extends Error {
+  constructor(deferrals: number);
   readonly deferrals: number;
+}
+
+/** The attempt failed: Redis still unavailable after `maxOutageDeferrals` consecutive outage delays. */
+export class OutageLimitError extends Error {
+  constructor(outageDeferrals: number, cause?: Error);
+  readonly outageDeferrals: number;
+  readonly cause?: Error;
 }

@@ -52,10 +52,14 @@ export interface RedisLike {
 }
 
 export interface LimiterOptions {
-  /** Upper bound of one call in ms, NOSCRIPT retry included; then `UnavailableError`. Default 1000; 0 disables. */
+  /**
+   * Upper bound of one call in ms, NOSCRIPT retry included; then `UnavailableError`.
+   * Default 1000. An integer from 1 to 2^31 - 1 (core's rule in every binding):
+   * 0 is `InvalidArgumentError` naming `timeout_ms`, there is no check without a deadline.
+   */
   timeoutMs?: number;
-  /** Metrics to update on every acquire. */
-  metrics?: Metrics;
+  /** Metrics to update on every acquire; anything else than a Metrics (or null) is `InvalidArgumentError` naming `metrics`. */
+  metrics?: Metrics | null;
 }
 
 export interface MemoryLimiterOptions {
@@ -75,7 +79,11 @@ export interface RateLimiter {
   reset(tenant: string): Promise<boolean>;
 }
 
-/** A rate limiter for one policy on Redis. */
+/**
+ * A rate limiter for one policy on Redis. A client with ioredis `keyPrefix`
+ * (or, on a Cluster, `redisOptions.keyPrefix`) is refused with
+ * `InvalidArgumentError` naming `redis`: its keys would leave the shared budget.
+ */
 export class Limiter implements RateLimiter {
   constructor(redis: RedisLike, policy: PolicySpec, options?: LimiterOptions);
   /** An in-memory limiter with the same decisions (core's engine). */

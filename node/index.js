@@ -1,35 +1,37 @@
 'use strict';
 // slidelimit: distributed sliding-window rate limiting on Redis, one budget
 // shared with the Rust, Go and other slidelimit workers.
+//
+// One `exports.name = ...` per export: Node's ESM loader finds the named
+// exports of a CommonJS module by scanning for exactly this form, so each one
+// is importable as `import { name } from 'slidelimit'` too.
 
 const binding = require('./lib/binding');
 const errors = require('./lib/errors');
-const { Limiter, MemoryLimiter } = require('./lib/limiter');
-const { Metrics } = require('./lib/metrics');
+const limiter = require('./lib/limiter');
+const metrics = require('./lib/metrics');
 
 const { core } = binding;
 
-module.exports = {
-  Limiter,
-  MemoryLimiter,
-  MemoryEngine: core.MemoryEngine,
-  Metrics,
-  /** 'native' (napi addon) or 'wasm'. */
-  implementation: binding.implementation,
-  /** Why the native addon did not load when `implementation` is 'wasm' by fallback. */
-  nativeLoadError: binding.nativeError,
-  /** slidelimit-core's version. */
-  version: core.version(),
-  /** Every error code, from core. */
-  errorCodes: Object.freeze(core.errorCodes()),
-  SlidelimitError: errors.SlidelimitError,
-  InvalidArgumentError: errors.InvalidArgumentError,
-  UnavailableError: errors.UnavailableError,
-  ScriptError: errors.ScriptError,
-  WrongTypeError: errors.WrongTypeError,
-  MalformedReplyError: errors.MalformedReplyError,
-  PermissionDeniedError: errors.PermissionDeniedError,
-  InternalError: errors.InternalError,
-  /** Cluster slot of a key (CRC16/XMODEM mod 16384), from core. */
-  slot: (key) => core.slot(key),
-};
+exports.Limiter = limiter.Limiter;
+exports.MemoryLimiter = limiter.MemoryLimiter;
+exports.MemoryEngine = core.MemoryEngine;
+exports.Metrics = metrics.Metrics;
+/** 'native' (napi addon) or 'wasm'. */
+exports.implementation = binding.implementation;
+/** Why the native addon did not load when `implementation` is 'wasm' by fallback. */
+exports.nativeLoadError = binding.nativeError;
+/** slidelimit-core's version. */
+exports.version = core.version();
+/** Every error code, from core. */
+exports.errorCodes = Object.freeze(core.errorCodes());
+exports.SlidelimitError = errors.SlidelimitError;
+exports.InvalidArgumentError = errors.InvalidArgumentError;
+exports.UnavailableError = errors.UnavailableError;
+exports.ScriptError = errors.ScriptError;
+exports.WrongTypeError = errors.WrongTypeError;
+exports.MalformedReplyError = errors.MalformedReplyError;
+exports.PermissionDeniedError = errors.PermissionDeniedError;
+exports.InternalError = errors.InternalError;
+/** Cluster slot of a key (CRC16/XMODEM mod 16384), from core. */
+exports.slot = (key) => core.slot(key);

@@ -3,6 +3,8 @@
 # its own port, directory and pid file under .tmp/. Only that pid is ever signalled.
 #   scripts/redis.sh start NAME PORT [redis-server options...]
 #   scripts/redis.sh stop NAME
+# SLIDELIMIT_REDIS_SERVER picks the server binary (default: redis-server on
+# PATH, Debian's 7.0); make compat points it at the servers it builds.
 set -euo pipefail
 cmd=${1:?start|stop}
 name=${2:?name}
@@ -18,7 +20,7 @@ start)
     echo "redis $name already running (pid $(cat "$pidfile"))" >&2
     exit 0
   fi
-  redis-server --port "$port" --bind 127.0.0.1 --dir "$root" --daemonize yes \
+  "${SLIDELIMIT_REDIS_SERVER:-redis-server}" --port "$port" --bind 127.0.0.1 --dir "$root" --daemonize yes \
     --pidfile "$pidfile" --logfile "$root/redis.log" --save '' --appendonly no "$@"
   for _ in $(seq 1 100); do
     # The server answering must be ours (the port may have been taken meanwhile).

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 
 MAX_LIMIT_TIMES_WINDOW = 2**52
 MAX_NOW_MS = 2**52
+# The sliding log keeps one entry per permit; its limit is capped so that no
+# check holds Redis for long (docs/protocol.md, "Policy and call validation").
+MAX_LOG_LIMIT = 10_000
 MAX_NAME_LEN = 64
 MAX_TENANT_BYTES = 512
 CLUSTER_SLOTS = 16384
@@ -74,6 +77,8 @@ def check_policy(p: dict) -> None:
     # Python integers do not overflow: 2^33 * 2^33 really is 2^66 here.
     if p["limit"] * p["window_ms"] > MAX_LIMIT_TIMES_WINDOW:
         raise InvalidArgument("limit * window_ms")
+    if p["algorithm"] == "sliding_log" and p["limit"] > MAX_LOG_LIMIT:
+        raise InvalidArgument("limit above the log's cap")
 
 
 def check_step(p: dict, now_ms: int, tenant: str, cost: int) -> None:

@@ -203,8 +203,10 @@ LOG = [
     log("log/big-window-one-day", "A one-day window with batches hours apart; the retry hint spans most of a day.",
         1000, DAY, [S(T0, 500), S(T0 + 3_600_000, 500), S(T0 + 7_200_000), S(T0 + 7_200_000, 600),
                     S(T0 + DAY, 500), S(T0 + DAY), S(T0 + DAY + 3_600_000, 500)], hits=["log-denied-k>1"]),
-    log("log/limit-times-window-2p52", "limit * window_ms exactly 2^52 (2^42 * 1024) is valid; remaining stays exact near 2^42.",
-        2**42, 1024, [S(T0), S(T0 + 1023), S(T0 + 1024), S(T0 + 2047)]),
+    log("log/limit-times-window-2p52", "limit * window_ms exactly 2^52 within the log's cap (2^13 * 2^39): a full log of 8,192 "
+        "entries, retry and reset hints near 2^39 stay exact (the counter's vector covers 2^42 * 1024).",
+        2**13, 2**39, [S(T0, 2**13 - 1), S(T0 + 1), S(T0 + 2), S(T0 + 2**39, 2**13), S(T0 + 2**39 + 1, 2**13)],
+        hits=["log-denied-k=1"]),
     log("log/window-2p50", "A window of 2^50 ms (limit 4, product 2^52): retry and reset stay exact integers far beyond 2^32.",
         4, 2**50, [S(T0, 3), S(T0 + 1_000), S(T0 + 2_000), S(T0 + 3_000, 4)], hits=["log-denied-k>1"]),
     log("log/now-at-2p52", "now_ms = 2^52 is the largest valid caller time; s + W goes past it and stays exact.",
@@ -323,6 +325,18 @@ VALIDATION = [
         2**53 - 1, 1000, [S(10_000)]),
     log("validation/log-window-2p52", "limit 1 with window_ms = 2^52 (product exactly 2^52) is valid.",
         1, P52, [S(T0), S(T0 + 1)]),
+    log("validation/log-limit-at-cap", "The sliding log accepts a limit of 10,000 (its cap): 10,000 permits in one acquire, "
+        "a denial, and after the window all 10,000 expire at once and are replaced.",
+        10_000, 60_000, [S(T0, 10_000), S(T0 + 59_999), S(T0 + 60_000, 10_000), S(T0 + 60_000, 1)],
+        hits=["log-denied-k=1"]),
+    log("validation/log-limit-above-cap", "A sliding-log limit of 10,001 is above the log's cap (one entry per permit, a check's "
+        "work grows with it): invalid_argument for every step; the counter takes such limits.",
+        10_001, 60_000, [S(T0), S(T0 + 1, 10_001)]),
+    log("validation/log-limit-2p42", "A sliding-log limit of 2^42 with window 1024 (product exactly 2^52) is within the "
+        "product bound but far above the log's cap: invalid_argument.",
+        2**42, 1024, [S(T0)]),
+    counter("validation/counter-limit-above-log-cap", "The cap is the log's alone: the counter accepts a limit of 10,001.",
+            10_001, 60_000, [S(T0, 10_001), S(T0 + 1)], hits=["counter-retry-next-window"]),
     counter("validation/counter-limit-and-window-2p26", "limit = window_ms = 2^26, product exactly 2^52, is valid.",
             2**26, 2**26, [S(T0, 2**26), S(T0)], hits=["counter-retry-next-window"]),
     *both("cost-zero", "cost must be at least 1; the error records nothing, the next valid step sees an empty key.",

@@ -21,6 +21,9 @@ pub struct Decision {
 /// Length of every script reply: allowed, remaining, retry_after_ms, reset_after_ms, now_ms.
 pub const REPLY_LEN: usize = 5;
 
+/// 2^53: the largest magnitude up to which a double holds every integer.
+const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
+
 fn malformed(why: impl std::fmt::Display) -> Error {
     Error::new(
         ErrorCode::MalformedReply,
@@ -58,6 +61,37 @@ impl Decision {
             return Err(malformed("denies with retry_after_ms = 0"));
         }
         Ok(d)
+    }
+
+    /// Parses a script reply whose integers arrive as doubles (JavaScript
+    /// numbers, through the napi addon or the wasm build; an element that was
+    /// no number at all arrives as NaN). An element that is not an exact
+    /// integer of at most 2^53 is `malformed_reply`, as is anything
+    /// [`Decision::from_reply`] refuses.
+    pub fn from_f64_reply(reply: &[f64]) -> Result<Decision> {
+        let mut ints = [0i64; REPLY_LEN];
+        for (i, &v) in reply.iter().enumerate() {
+            if !(v.is_finite() && v.fract() == 0.0 && v.abs() <= MAX_SAFE) {
+                return Err(Error::new(
+                    ErrorCode::MalformedReply,
+                    format!("script reply element {i} is not an integer"),
+                ));
+            }
+            if let Some(slot) = ints.get_mut(i) {
+                // Exact: an integer no larger than 2^53 in magnitude.
+                *slot = v as i64;
+            }
+        }
+        if reply.len() != REPLY_LEN {
+            return Err(malformed(format!("has {} elements", reply.len())));
+        }
+        Decision::from_reply(&ints)
+    }
+
+    /// [`Decision::to_reply`] as doubles (allowed as 0 or 1), for carriers
+    /// whose only number is a double: exact, every field is below 2^53.
+    pub fn to_f64_reply(&self) -> [f64; REPLY_LEN] {
+        self.to_reply().map(|n| n as f64)
     }
 
     /// The reply a script would send for this decision (the memory engine's
@@ -103,6 +137,33 @@ mod tests {
         ] {
             let e = Decision::from_reply(bad).unwrap_err();
             assert_eq!(e.code(), ErrorCode::MalformedReply, "{bad:?}");
+            let doubles: Vec<f64> = bad.iter().map(|&n| n as f64).collect();
+            let e = Decision::from_f64_reply(&doubles).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::MalformedReply, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn doubles_parse_like_integers() {
+        let reply = [0.0, 3.0, 250.0, 900.0, 9_007_199_254_740_992.0];
+        let d = Decision::from_f64_reply(&reply).unwrap();
+        assert_eq!(d, Decision::from_reply(&reply.map(|n| n as i64)).unwrap());
+        assert_eq!(d.to_f64_reply(), reply);
+        for (bad, element) in [
+            ([1.0, 2.0, 0.0, f64::NAN, 5.0], 3),
+            ([1.5, 2.0, 0.0, 1.0, 5.0], 0),
+            ([1.0, f64::INFINITY, 0.0, 1.0, 5.0], 1),
+            ([1.0, 2.0, 0.0, 1.0, 2.0 * 9_007_199_254_740_992.0], 4),
+        ] {
+            let e = Decision::from_f64_reply(&bad).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::MalformedReply);
+            assert_eq!(
+                e.message(),
+                format!("script reply element {element} is not an integer")
+            );
+        }
+        // Elements are checked before the length, as a carrier hands them over.
+        let e = Decision::from_f64_reply(&[f64::NAN]).unwrap_err();
+        assert!(e.message().contains("element 0"), "{e}");
     }
 }

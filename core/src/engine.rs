@@ -5,6 +5,16 @@
 //! It runs the same [`ScriptCall`] a binding sends to Redis, so a call built by
 //! core is interpreted exactly once, the same way, in both places. The caller
 //! supplies the clock; the engine never reads one.
+//!
+//! Two times meet in every call, as in Redis. The call's `now_ms` (the
+//! caller's, or the clock when the call carries none) is the script's notion
+//! of time: it decides which permits still count. The engine's clock
+//! (`clock_ms`, the stand-in for the Redis server's clock) alone drives key
+//! expiry: a write sets `expires_at = clock_ms + ttl`, where `ttl` is what the
+//! script hands to `PEXPIRE` (relative to the call's `now_ms`), and a key is
+//! gone once `clock_ms > expires_at`, exactly when Redis would drop it. Caller
+//! time never expires a key, so a peek or another tenant's call at a far-off
+//! caller time cannot make the engine forget state Redis still holds.
 
 use crate::decision::{Decision, REPLY_LEN};
 use crate::error::{Error, ErrorCode, Result};
@@ -15,6 +25,12 @@ use std::sync::Mutex;
 
 /// Sweep expired keys once per this many calls, so idle tenants do not pile up.
 const SWEEP_EVERY: u64 = 4096;
+
+/// Whether a key that expires at `expires_at` is gone at `clock_ms`. Redis
+/// keeps a key through the very millisecond of its expiry (`now > when`).
+fn expired(expires_at: u64, clock_ms: u64) -> bool {
+    clock_ms > expires_at
+}
 
 #[derive(Debug)]
 enum Value {
@@ -28,7 +44,8 @@ enum Value {
 #[derive(Debug)]
 struct Entry {
     value: Value,
-    /// The key is gone at or after this time, as if Redis had expired it.
+    /// On the engine's clock (never the caller's): the key is gone once the
+    /// clock passes this time, as Redis expires it after `PEXPIRE`.
     expires_at: u64,
 }
 
@@ -48,32 +65,59 @@ struct Args {
     limit: u64,
     window: u64,
     cost: u64,
+    /// The script's time: the call's `now_ms`, or the clock when it has none.
     now: u64,
+    /// The engine's clock, for key expiry only.
+    clock: u64,
 }
 
-fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
-    let script_error = |what: &str| {
-        Error::new(
-            ErrorCode::ScriptError,
-            format!("slidelimit: {what} must be integers"),
-        )
-    };
-    if call.keys.len() != 1 || call.args.len() != 4 {
-        return Err(script_error("one key and four arguments"));
+impl Args {
+    /// Where a key given `PEXPIRE ttl` now expires, on the engine's clock.
+    fn expires_at(&self, ttl: u64) -> u64 {
+        self.clock.saturating_add(ttl)
     }
-    let number = |s: &str| {
-        s.parse::<u64>()
-            .map_err(|_| script_error("limit, window_ms and cost"))
+}
+
+/// The scripts' argument checks, in the scripts' order, with the same codes
+/// and fields: decimal digits only (no sign, no spaces, no exponent), then
+/// the policy's rules (the log's cap included), the cost, the time.
+fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
+    if call.keys.len() != 1 || call.args.len() != 4 {
+        return Err(Error::new(
+            ErrorCode::ScriptError,
+            "slidelimit: expected one key and four arguments",
+        ));
+    }
+    let digits = |field: &'static str, s: &str| {
+        if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(Error::invalid(
+                field,
+                "must be a decimal integer (digits only)",
+            ));
+        }
+        // Past u64 is past every bound below, as the script's double is.
+        Ok(s.parse::<u64>().unwrap_or(u64::MAX))
     };
+    let limit = digits("limit", &call.args[0])?;
+    let window = digits("window_ms", &call.args[1])?;
+    let cost = digits("cost", &call.args[2])?;
     let now = match call.args[3].as_str() {
-        "" => clock_ms,
-        s => s.parse::<u64>().map_err(|_| script_error("now_ms"))?,
+        "" => None,
+        s => Some(digits("now_ms", s).map_err(|_| {
+            Error::invalid("now_ms", "must be empty or a decimal integer (digits only)")
+        })?),
     };
+    crate::policy::check_limit_and_window(call.script.algorithm, limit, window)?;
+    crate::policy::check_cost(limit, cost)?;
+    if let Some(now) = now {
+        crate::policy::check_now_ms(now)?;
+    }
     Ok(Args {
-        limit: number(&call.args[0])?,
-        window: number(&call.args[1])?,
-        cost: number(&call.args[2])?,
-        now,
+        limit,
+        window,
+        cost,
+        now: now.unwrap_or(clock_ms),
+        clock: clock_ms,
     })
 }
 
@@ -89,21 +133,26 @@ impl MemoryEngine {
         Self::default()
     }
 
-    /// Runs one call as Redis would run its script; `clock_ms` is the server
-    /// time used when the call carries no `now_ms`.
+    /// Runs one call as Redis would run its script. `clock_ms` is the server
+    /// clock: the script's time when the call carries no `now_ms`, and in
+    /// every call the only time that expires keys (a key written with
+    /// `PEXPIRE ttl` is gone once `clock_ms` passes the write's clock + ttl),
+    /// whatever `now_ms` the caller passed.
     pub fn eval(&self, call: &ScriptCall, clock_ms: u64) -> Result<[i64; REPLY_LEN]> {
         let args = parse_args(call, clock_ms)?;
         let write = call.script.mode == Mode::Acquire;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.calls += 1;
         if state.calls.is_multiple_of(SWEEP_EVERY) {
-            state.keys.retain(|_, e| e.expires_at > args.now);
+            // Only keys Redis would have expired by now: unobservable, like
+            // Redis's own active expiry, and it keeps memory bounded.
+            state.keys.retain(|_, e| !expired(e.expires_at, clock_ms));
         }
         let key = &call.keys[0];
         if state
             .keys
             .get(key)
-            .is_some_and(|e| e.expires_at <= args.now)
+            .is_some_and(|e| expired(e.expires_at, clock_ms))
         {
             state.keys.remove(key);
         }
@@ -114,7 +163,27 @@ impl MemoryEngine {
         Ok(decision.to_reply())
     }
 
-    /// Acquire `cost` permits for `tenant` at `now_ms`.
+    /// One acquire or peek, as a binding runs it: `now_ms` is the caller's
+    /// time (`None`: the clock's, as the script reads Redis `TIME`), and
+    /// `clock_ms` is the engine's real clock, the stand-in for the Redis
+    /// server's clock, which alone expires keys. Bindings pass their real
+    /// clock here even when the caller supplies `now_ms`.
+    pub fn check(
+        &self,
+        policy: &Policy,
+        tenant: &str,
+        cost: u64,
+        now_ms: Option<u64>,
+        clock_ms: u64,
+        mode: Mode,
+    ) -> Result<Decision> {
+        let call = policy.build_call(tenant, cost, now_ms, mode)?;
+        Decision::from_reply(&self.eval(&call, clock_ms)?)
+    }
+
+    /// Acquire `cost` permits for `tenant` at `now_ms`, with `now_ms` as the
+    /// clock too: for a simulation whose only time is `now_ms`. A caller
+    /// time next to a real clock goes through [`MemoryEngine::check`].
     pub fn acquire(
         &self,
         policy: &Policy,
@@ -122,24 +191,13 @@ impl MemoryEngine {
         cost: u64,
         now_ms: u64,
     ) -> Result<Decision> {
-        self.run(policy, tenant, cost, now_ms, Mode::Acquire)
+        self.check(policy, tenant, cost, Some(now_ms), now_ms, Mode::Acquire)
     }
 
-    /// What `acquire` would answer at `now_ms`, recording nothing.
+    /// What `acquire` would answer at `now_ms`, recording nothing (the clock
+    /// is `now_ms` too, as in `acquire`).
     pub fn peek(&self, policy: &Policy, tenant: &str, cost: u64, now_ms: u64) -> Result<Decision> {
-        self.run(policy, tenant, cost, now_ms, Mode::Peek)
-    }
-
-    fn run(
-        &self,
-        policy: &Policy,
-        tenant: &str,
-        cost: u64,
-        now_ms: u64,
-        mode: Mode,
-    ) -> Result<Decision> {
-        let call = policy.build_call(tenant, cost, Some(now_ms), mode)?;
-        Decision::from_reply(&self.eval(&call, now_ms)?)
+        self.check(policy, tenant, cost, Some(now_ms), now_ms, Mode::Peek)
     }
 
     /// Forgets everything recorded for `tenant` under `policy`. True if anything was.
@@ -149,7 +207,10 @@ impl MemoryEngine {
         Ok(state.keys.remove(&key).is_some())
     }
 
-    /// Keys currently held (expired ones count until the next sweep or access).
+    /// Keys currently held. A key whose TTL has passed on the engine's clock
+    /// counts until its next access or the next sweep (one every 4,096
+    /// calls), so at most 4,096 keys more than those still live on the clock
+    /// at the last sweep.
     pub fn key_count(&self) -> usize {
         self.state
             .lock()
@@ -193,7 +254,7 @@ fn sliding_log(
                 Some((ts, n)) if *ts == r => *n += a.cost,
                 _ => runs.push_back((r, a.cost)),
             }
-            entry.expires_at = a.now + ttl;
+            entry.expires_at = a.expires_at(ttl);
         }
         return Ok(Decision {
             allowed: true,
@@ -272,7 +333,7 @@ fn sliding_counter(
             // First permit of the window: older fields can never count again,
             // and nothing here counts past cur_start + 2W.
             fields.retain(|&start, _| start as i128 >= cur_start as i128 - w);
-            entry.expires_at = a.now + 2 * a.window;
+            entry.expires_at = a.expires_at(2 * a.window);
         }
     }
 
@@ -424,6 +485,130 @@ mod tests {
         }
     }
 
+    /// A real clock far from every caller time, as in a binding: limit 1 per
+    /// 60 s, the numbers.
+    const CLOCK: u64 = 1_800_000_000_000;
+
+    fn check(e: &MemoryEngine, p: &Policy, t: &str, now: u64, mode: Mode) -> Decision {
+        e.check(p, t, 1, Some(now), CLOCK, mode).unwrap()
+    }
+
+    #[test]
+    fn a_peek_at_a_far_time_forgets_nothing() {
+        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+            let e = MemoryEngine::new();
+            let p = policy(algorithm, 1, 60_000);
+            assert!(check(&e, &p, "A", 1000, Mode::Acquire).allowed);
+            assert!(check(&e, &p, "A", 1_000_000, Mode::Peek).allowed);
+            let denied = check(&e, &p, "A", 1001, Mode::Acquire);
+            assert!(!denied.allowed, "{algorithm:?}");
+            if algorithm == Algorithm::SlidingLog {
+                assert_eq!(denied, d(false, 0, 59_999, 59_999, 1001));
+            }
+        }
+    }
+
+    #[test]
+    fn other_tenants_at_far_times_forget_nothing() {
+        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+            let e = MemoryEngine::new();
+            let p = policy(algorithm, 1, 60_000);
+            assert!(check(&e, &p, "A", 1000, Mode::Acquire).allowed);
+            // More than one sweep interval, peeks and acquires alike.
+            for i in 0..2 * SWEEP_EVERY {
+                let mode = if i % 2 == 0 {
+                    Mode::Peek
+                } else {
+                    Mode::Acquire
+                };
+                check(&e, &p, &format!("other-{i}"), 5_000_000, mode);
+            }
+            let denied = check(&e, &p, "A", 1001, Mode::Acquire);
+            assert!(!denied.allowed, "{algorithm:?}");
+            if algorithm == Algorithm::SlidingLog {
+                assert_eq!(denied, d(false, 0, 59_999, 59_999, 1001));
+            }
+        }
+    }
+
+    #[test]
+    fn peek_never_changes_state() {
+        // Whatever a peek asks (any tenant, any caller time, any cost), every
+        // later decision is the one the same history without it gives.
+        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+            let p = policy(algorithm, 3, 1000);
+            let (with, without) = (MemoryEngine::new(), MemoryEngine::new());
+            let times: [u64; 10] = [0, 1, 999, 1000, 1999, 5000, 4000, 1_000_000_000, 2500, 7];
+            for (i, &now) in times.iter().enumerate() {
+                for peek_at in [0, now.saturating_sub(1000), now + 1, 1 << 52] {
+                    for cost in 1..=3 {
+                        with.check(&p, "t", cost, Some(peek_at), CLOCK, Mode::Peek)
+                            .unwrap();
+                    }
+                }
+                let cost = 1 + i as u64 % 2;
+                let a = with.check(&p, "t", cost, Some(now), CLOCK, Mode::Acquire);
+                let b = without.check(&p, "t", cost, Some(now), CLOCK, Mode::Acquire);
+                assert_eq!(a.unwrap(), b.unwrap(), "{algorithm:?} step {i} at {now}");
+                assert_eq!(with.key_count(), without.key_count());
+            }
+        }
+    }
+
+    #[test]
+    fn keys_expire_on_the_clock_as_redis_does() {
+        for (algorithm, ttl) in [
+            (Algorithm::SlidingLog, 1000),
+            (Algorithm::SlidingCounter, 2000),
+        ] {
+            let e = MemoryEngine::new();
+            let p = policy(algorithm, 1, 1000);
+            // Caller time 10, clock CLOCK: PEXPIRE ttl runs from CLOCK.
+            assert!(
+                e.check(&p, "t", 1, Some(10), CLOCK, Mode::Acquire)
+                    .unwrap()
+                    .allowed
+            );
+            // Redis keeps a key through its expiry's millisecond.
+            let at = |clock| e.check(&p, "t", 1, Some(10), clock, Mode::Peek).unwrap();
+            assert!(!at(CLOCK + ttl).allowed, "{algorithm:?}");
+            assert_eq!(e.key_count(), 1);
+            assert!(at(CLOCK + ttl + 1).allowed, "{algorithm:?}");
+            assert_eq!(e.key_count(), 0);
+        }
+        // A clock near u64::MAX saturates instead of wrapping to an expired key.
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 1, 1000);
+        let late = u64::MAX - 10;
+        assert!(
+            e.check(&p, "t", 1, Some(10), late, Mode::Acquire)
+                .unwrap()
+                .allowed
+        );
+        assert!(
+            !e.check(&p, "t", 1, Some(10), u64::MAX, Mode::Peek)
+                .unwrap()
+                .allowed
+        );
+    }
+
+    #[test]
+    fn idle_keys_expire_on_the_clock_not_on_caller_time() {
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 5, 1000);
+        for i in 0..10_000u64 {
+            let clock = CLOCK + i;
+            e.check(&p, &format!("tenant-{i}"), 1, Some(0), clock, Mode::Acquire)
+                .unwrap();
+        }
+        // Memory stays bounded by keys live on the clock (+ one sweep interval).
+        assert!(
+            e.key_count() <= 1001 + SWEEP_EVERY as usize,
+            "{}",
+            e.key_count()
+        );
+    }
+
     #[test]
     fn idle_keys_are_dropped() {
         let e = MemoryEngine::new();
@@ -441,13 +626,98 @@ mod tests {
 
     #[test]
     fn huge_costs_stay_cheap() {
-        // One run per timestamp: a cost of 2^40 is one entry, not 2^40.
+        // One run per timestamp: a cost of half the log's cap is one run, not
+        // 5,000 entries.
         let e = MemoryEngine::new();
-        let p = policy(Algorithm::SlidingLog, 1 << 41, 1000);
-        assert!(e.acquire(&p, "t", 1 << 40, 1).unwrap().allowed);
-        assert!(e.acquire(&p, "t", 1 << 40, 1).unwrap().allowed);
+        let cap = crate::MAX_LOG_LIMIT;
+        let p = policy(Algorithm::SlidingLog, cap, 1000);
+        assert!(e.acquire(&p, "t", cap / 2, 1).unwrap().allowed);
+        assert!(e.acquire(&p, "t", cap / 2, 1).unwrap().allowed);
         let denied = e.acquire(&p, "t", 1, 2).unwrap();
         assert_eq!(denied, d(false, 0, 999, 999, 2));
+    }
+
+    #[test]
+    fn arguments_are_checked_as_the_scripts_check_them() {
+        // Raw calls, as a binding that skipped core might send them: the
+        // engine answers what the scripts answer (lua/*.lua), same code,
+        // same field, and records nothing.
+        let e = MemoryEngine::new();
+        let eval = |algorithm: Algorithm, args: [&str; 4]| {
+            let call = ScriptCall {
+                script: crate::Script::new(algorithm, Mode::Acquire),
+                keys: vec![format!("rl:{{geo:t}}:{}:1000", algorithm.key_tag())],
+                args: args.iter().map(|a| a.to_string()).collect(),
+            };
+            e.eval(&call, 5000)
+        };
+        let log = Algorithm::SlidingLog;
+        let counter = Algorithm::SlidingCounter;
+        let cap = crate::MAX_LOG_LIMIT.to_string();
+        let over_cap = (crate::MAX_LOG_LIMIT + 1).to_string();
+        let cases: &[([&str; 4], &str)] = &[
+            (["10", "1000", "-1", ""], "cost"),
+            (["10", "1000", "0", ""], "cost"),
+            (["10", "1000", "1.5", ""], "cost"),
+            (["10", "1000", "0x2", ""], "cost"),
+            (["10", "1000", "1e0", ""], "cost"),
+            (["10", "1000", " 5", ""], "cost"),
+            (["10", "1000", "5 ", ""], "cost"),
+            (["10", "1000", "+5", ""], "cost"),
+            (["10", "1000", "", ""], "cost"),
+            (["10", "1000", "11", ""], "cost"),
+            (["10", "1000", "99999999999999999999999", ""], "cost"),
+            (["0", "1000", "1", ""], "limit"),
+            (["-10", "1000", "1", ""], "limit"),
+            (["10.0", "1000", "1", ""], "limit"),
+            (["10", "0", "1", ""], "window_ms"),
+            (["10", "1e3", "1", ""], "window_ms"),
+            (["67108865", "67108864", "1", ""], "limit"),
+            (["10", "99999999999999999999999", "1", ""], "limit"),
+            (["10", "1000", "1", "-1"], "now_ms"),
+            (["10", "1000", "1", "1.5"], "now_ms"),
+            (["10", "1000", "1", " 1"], "now_ms"),
+            (["10", "1000", "1", "4503599627370497"], "now_ms"),
+            (["10", "1000", "1", "99999999999999999999999"], "now_ms"),
+            // The first field at fault is named, in the scripts' order.
+            (["x", "0", "-1", "y"], "limit"),
+            (["0", "0", "0", "y"], "now_ms"),
+            (["0", "0", "0", "1"], "limit"),
+            (["10", "0", "11", "1"], "window_ms"),
+            (["10", "1000", "11", "4503599627370497"], "cost"),
+        ];
+        for (i, algorithm) in [log, counter].into_iter().enumerate() {
+            for (args, field) in cases {
+                let err = eval(algorithm, *args).unwrap_err();
+                assert_eq!(err.code(), ErrorCode::InvalidArgument, "{args:?}: {err}");
+                assert_eq!(err.field(), Some(*field), "{algorithm:?} {args:?}: {err}");
+            }
+            assert_eq!(e.key_count(), i, "nothing recorded");
+            // The bounds themselves pass; leading zeros are digits too.
+            for args in [
+                ["10", "1000", "10", ""],
+                ["10", "1000", "1", "4503599627370496"],
+                ["010", "01000", "01", "0"],
+                ["1", "4503599627370496", "1", "0"],
+            ] {
+                assert!(eval(algorithm, args).is_ok(), "{algorithm:?} {args:?}");
+            }
+        }
+        // The log's cap; the counter has none.
+        assert!(eval(log, [cap.as_str(), "1000", "1", "0"]).is_ok());
+        let err = eval(log, [over_cap.as_str(), "1000", "1", "0"]).unwrap_err();
+        assert_eq!(err.field(), Some("limit"), "{err}");
+        assert!(eval(counter, [over_cap.as_str(), "1000", "1", "0"]).is_ok());
+        // A call of the wrong shape is a script error, as in Redis.
+        let mut call = ScriptCall {
+            script: crate::Script::new(log, Mode::Acquire),
+            keys: vec!["k".to_owned()],
+            args: vec!["1".to_owned(); 3],
+        };
+        assert_eq!(e.eval(&call, 0).unwrap_err().code(), ErrorCode::ScriptError);
+        call.args.push(String::new());
+        call.keys.push("k2".to_owned());
+        assert_eq!(e.eval(&call, 0).unwrap_err().code(), ErrorCode::ScriptError);
     }
 
     #[test]

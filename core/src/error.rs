@@ -111,12 +111,14 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// What a binding must do with an error reply from Redis.
+/// What a binding must do with an error reply from Redis, without the error
+/// itself. Superseded by [`crate::map_server_error`], which also builds the
+/// error (and names the key in a WRONGTYPE); kept while the C ABI moves over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ServerErrorKind {
     /// The script is not in this node's cache: load it and retry once.
     NoScript,
-    /// The node does not own the slot (Cluster): the client should follow it.
+    /// The node does not own the slot (Cluster): `unavailable` when it surfaces.
     Redirect,
     /// Redis is loading, busy or a replica cannot serve: treat as unavailable.
     Transient,
@@ -124,26 +126,18 @@ pub enum ServerErrorKind {
     Final(ErrorCode),
 }
 
-/// Classifies the text of a Redis error reply, so that every binding maps the
-/// same server error to the same code.
+/// Classifies the text of a Redis error reply by the same table as
+/// [`crate::map_server_error`].
 pub fn classify_server_error(reply: &str) -> ServerErrorKind {
-    let first = reply.split_whitespace().next().unwrap_or("");
-    match first {
-        "NOSCRIPT" => return ServerErrorKind::NoScript,
-        "MOVED" | "ASK" => return ServerErrorKind::Redirect,
-        "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" => {
-            return ServerErrorKind::Transient
-        }
-        "NOPERM" => return ServerErrorKind::Final(ErrorCode::PermissionDenied),
-        _ => {}
-    }
-    // Inside a script the server may wrap the command's error in its own text.
-    if reply.contains("WRONGTYPE") {
-        ServerErrorKind::Final(ErrorCode::WrongType)
-    } else if reply.contains("NOPERM") || reply.contains("No permissions") {
-        ServerErrorKind::Final(ErrorCode::PermissionDenied)
-    } else {
-        ServerErrorKind::Final(ErrorCode::ScriptError)
+    use crate::server_error::{row, Row};
+    match row(reply) {
+        Row::NoScript => ServerErrorKind::NoScript,
+        Row::Redirect => ServerErrorKind::Redirect,
+        Row::Transient => ServerErrorKind::Transient,
+        Row::InvalidArgument => ServerErrorKind::Final(ErrorCode::InvalidArgument),
+        Row::WrongType => ServerErrorKind::Final(ErrorCode::WrongType),
+        Row::PermissionDenied => ServerErrorKind::Final(ErrorCode::PermissionDenied),
+        Row::Other => ServerErrorKind::Final(ErrorCode::ScriptError),
     }
 }
 
@@ -192,6 +186,16 @@ mod tests {
         assert_eq!(
             classify_server_error("ERR slidelimit: bad"),
             Final(ErrorCode::ScriptError)
+        );
+        assert_eq!(
+            classify_server_error("ERR slidelimit invalid_argument cost: must be at least 1"),
+            Final(ErrorCode::InvalidArgument)
+        );
+        assert_eq!(
+            classify_server_error(
+                "WRONGTYPE slidelimit: the key holds data slidelimit did not write (...)"
+            ),
+            Final(ErrorCode::WrongType)
         );
     }
 

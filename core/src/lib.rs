@@ -24,9 +24,12 @@ mod decision;
 mod engine;
 mod error;
 mod key;
+mod metrics;
 mod number;
 mod policy;
 mod script;
+mod server_error;
+mod timeout;
 
 pub use decision::{Decision, REPLY_LEN};
 pub use engine::MemoryEngine;
@@ -34,9 +37,21 @@ pub use error::{classify_server_error, Error, ErrorCode, Result, ServerErrorKind
 pub use key::{
     escape_tenant, slot, tenant_from_bytes, CLUSTER_SLOTS, MAX_NAME_LEN, MAX_TENANT_BYTES,
 };
+pub use metrics::{
+    wait_seconds, COUNTER_LABELS, COUNTER_LABELS_WITH_TENANT, LABEL_RESOURCE, LABEL_TENANT,
+    METRIC_ALLOWED_TOTAL, METRIC_ALLOWED_TOTAL_HELP, METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP,
+    METRIC_WAIT_SECONDS, METRIC_WAIT_SECONDS_HELP, WAIT_BUCKETS, WAIT_LABELS,
+};
 pub use number::u64_from_f64;
-pub use policy::{check_now_ms, Algorithm, Policy, MAX_LIMIT_TIMES_WINDOW, MAX_NOW_MS};
+pub use policy::{
+    check_now_ms, Algorithm, Policy, DEFAULT_ALGORITHM, DEFAULT_NAMESPACE, MAX_LIMIT_TIMES_WINDOW,
+    MAX_LOG_LIMIT, MAX_NOW_MS,
+};
 pub use script::{Mode, Script, ScriptCall};
+pub use server_error::{
+    map_command_error, map_server_error, map_server_error_after_retry, ServerErrorAction,
+};
+pub use timeout::{check_timeout_ms, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 
 /// The crate version, reported by every binding.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -9,6 +9,20 @@ use crate::key;
 pub const MAX_LIMIT_TIMES_WINDOW: u64 = 1 << 52;
 /// Caller-supplied times are bounded for the same reason.
 pub const MAX_NOW_MS: u64 = 1 << 52;
+/// The largest limit the sliding log accepts. The log keeps one Redis list
+/// entry per permit, so a check's work grows with its cost (entries pushed)
+/// and with the expired entries it trims, and Redis runs a script to the end
+/// without interruption. At this cap the worst check (an acquire of cost
+/// 10,000, with or without 10,000 expired entries to trim) measured 0.9 to
+/// 1.5 ms of Redis time on the 2-core development machine under load
+/// (docs/protocol.md, `rust/tests/script_time.rs`); higher limits belong to
+/// the sliding counter. `lua/sliding_log.lua` enforces the same number.
+pub const MAX_LOG_LIMIT: u64 = 10_000;
+
+/// The namespace a binding uses when the caller names none.
+pub const DEFAULT_NAMESPACE: &str = "rl";
+/// The algorithm a binding uses when the caller names none: exact.
+pub const DEFAULT_ALGORITHM: Algorithm = Algorithm::SlidingLog;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
@@ -21,7 +35,7 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Algorithm::SlidingLog => "sliding_log",
             Algorithm::SlidingCounter => "sliding_counter",
@@ -72,24 +86,7 @@ impl Policy {
     ) -> Result<Policy> {
         key::check_name("namespace", namespace)?;
         key::check_name("resource", resource)?;
-        if limit < 1 {
-            return Err(Error::invalid("limit", "must be at least 1"));
-        }
-        if window_ms < 1 {
-            return Err(Error::invalid("window_ms", "must be at least 1"));
-        }
-        match limit.checked_mul(window_ms) {
-            Some(product) if product <= MAX_LIMIT_TIMES_WINDOW => {}
-            _ => {
-                return Err(Error::invalid(
-                    "limit",
-                    format!(
-                        "limit * window_ms = {limit} * {window_ms} exceeds 2^52; \
-                         lower the limit or the window"
-                    ),
-                ))
-            }
-        }
+        check_limit_and_window(algorithm, limit, window_ms)?;
         Ok(Policy {
             namespace: namespace.to_owned(),
             resource: resource.to_owned(),
@@ -130,20 +127,63 @@ impl Policy {
 
     /// Checks a cost against this policy: 1 <= cost <= limit.
     pub fn check_cost(&self, cost: u64) -> Result<()> {
-        if cost < 1 {
-            return Err(Error::invalid("cost", "must be at least 1"));
-        }
-        if cost > self.limit {
-            return Err(Error::invalid(
-                "cost",
-                format!(
-                    "{cost} exceeds the limit {}; such a request could never pass",
-                    self.limit
-                ),
-            ));
-        }
-        Ok(())
+        check_cost(self.limit, cost)
     }
+}
+
+/// The numeric rules of a policy, in the order the scripts check them (so
+/// that Redis and the in-memory engine name the same field): 1 <= limit,
+/// 1 <= window_ms, limit * window_ms <= 2^52, and limit <= MAX_LOG_LIMIT for
+/// the sliding log.
+pub(crate) fn check_limit_and_window(
+    algorithm: Algorithm,
+    limit: u64,
+    window_ms: u64,
+) -> Result<()> {
+    if limit < 1 {
+        return Err(Error::invalid("limit", "must be at least 1"));
+    }
+    if window_ms < 1 {
+        return Err(Error::invalid("window_ms", "must be at least 1"));
+    }
+    match limit.checked_mul(window_ms) {
+        Some(product) if product <= MAX_LIMIT_TIMES_WINDOW => {}
+        _ => {
+            return Err(Error::invalid(
+                "limit",
+                format!(
+                    "limit * window_ms = {limit} * {window_ms} exceeds 2^52; \
+                     lower the limit or the window"
+                ),
+            ))
+        }
+    }
+    if algorithm == Algorithm::SlidingLog && limit > MAX_LOG_LIMIT {
+        return Err(Error::invalid(
+            "limit",
+            format!(
+                "{limit} exceeds {MAX_LOG_LIMIT}, the most the sliding log accepts: it keeps one \
+                 Redis list entry per permit, so a check's Redis time grows with the limit; use \
+                 sliding_counter for higher limits (an exact bucketed window algorithm for high \
+                 limits is planned)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// 1 <= cost <= limit.
+pub(crate) fn check_cost(limit: u64, cost: u64) -> Result<()> {
+    if cost < 1 {
+        return Err(Error::invalid("cost", "must be at least 1"));
+    }
+    if cost > limit {
+        return Err(Error::invalid(
+            "cost",
+            format!("{cost} exceeds the limit {limit}; such a request could never pass"),
+        ));
+    }
+    Ok(())
 }
 
 /// Checks a caller-supplied time: 0 <= now_ms <= 2^52.
@@ -180,7 +220,45 @@ mod tests {
             field_of(Policy::new("rl", "geo", log, u64::MAX, 2)),
             "limit"
         );
-        assert!(Policy::new("rl", "geo", log, 1 << 26, 1 << 26).is_ok());
+        assert!(Policy::new("rl", "geo", log, MAX_LOG_LIMIT, 1 << 26).is_ok());
+        let counter = Algorithm::SlidingCounter;
+        assert!(Policy::new("rl", "geo", counter, 1 << 26, 1 << 26).is_ok());
+        assert_eq!(
+            field_of(Policy::new("rl", "geo", counter, (1 << 26) + 1, 1 << 26)),
+            "limit"
+        );
+    }
+
+    #[test]
+    fn the_log_limit_is_capped() {
+        let log = Algorithm::SlidingLog;
+        assert!(Policy::new("rl", "geo", log, MAX_LOG_LIMIT, 60_000).is_ok());
+        let e = Policy::new("rl", "geo", log, MAX_LOG_LIMIT + 1, 60_000).unwrap_err();
+        assert_eq!(
+            (e.code(), e.field()),
+            (ErrorCode::InvalidArgument, Some("limit"))
+        );
+        assert!(e.message().contains("sliding_counter"), "{e}");
+        // The counter keeps O(1) state: no cap beyond limit * window_ms <= 2^52.
+        let counter = Algorithm::SlidingCounter;
+        assert!(Policy::new("rl", "geo", counter, MAX_LOG_LIMIT + 1, 60_000).is_ok());
+        assert!(Policy::new("rl", "geo", counter, 1 << 42, 1024).is_ok());
+    }
+
+    #[test]
+    fn the_scripts_enforce_the_same_bounds() {
+        // The Lua holds its own copies of the numbers; they must be core's.
+        // The shared bound lives in the prelude (sent in front of both
+        // scripts), the log's cap in the log's file.
+        let prelude = include_str!("../../lua/prelude.lua");
+        let log = include_str!("../../lua/sliding_log.lua");
+        let counter = include_str!("../../lua/sliding_counter.lua");
+        assert!(log.contains(&format!("\nlocal max_limit = {MAX_LOG_LIMIT}\n")));
+        assert_eq!(MAX_LIMIT_TIMES_WINDOW, MAX_NOW_MS);
+        assert!(prelude.contains(&format!("\nlocal max_number = {MAX_LIMIT_TIMES_WINDOW}\n")));
+        for script in [log, counter] {
+            assert!(!script.contains("local max_number"), "no second copy");
+        }
     }
 
     #[test]

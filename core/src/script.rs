@@ -1,14 +1,23 @@
 //! The Lua scripts (embedded from `lua/`, the only copy) and the arguments of
 //! one call.
+//!
+//! A script's text is `lua/prelude.lua` (argument parsing and validation,
+//! `int()`, Redis `TIME`: what both algorithms share) followed by the
+//! algorithm's file, concatenated byte for byte: `cat lua/prelude.lua
+//! lua/sliding_log.lua` is exactly [`Script::text`] of the log's acquire
+//! variant. Neither file runs alone. The SHA1 is of that whole text.
 
 use crate::error::Result;
 use crate::policy::{check_now_ms, Algorithm, Policy};
 use sha1::{Digest, Sha1};
 use std::sync::OnceLock;
 
+/// Shared by both scripts and sent in front of each; starts with `WRITABLE_LINE`.
+const PRELUDE: &str = include_str!("../../lua/prelude.lua");
 const SLIDING_LOG: &str = include_str!("../../lua/sliding_log.lua");
 const SLIDING_COUNTER: &str = include_str!("../../lua/sliding_counter.lua");
-/// Every script starts with this line; the peek variant swaps in `READ_ONLY`.
+/// Every script text starts with this line (the prelude's first); the peek
+/// variant swaps in `READ_ONLY_LINE`.
 const WRITABLE_LINE: &str = "local read_only = false\n";
 const READ_ONLY_LINE: &str = "local read_only = true\n";
 
@@ -32,14 +41,17 @@ struct Compiled {
     sha1: String,
 }
 
+/// The text sent to Redis: the prelude, then the algorithm's file; for peek
+/// the first line (the prelude's) is `local read_only = true`.
 fn compile(source: &str, mode: Mode) -> Compiled {
-    let body = source
+    let prelude = PRELUDE
         .strip_prefix(WRITABLE_LINE)
-        .expect("every script in lua/ starts with `local read_only = false`");
-    let text = match mode {
-        Mode::Acquire => source.to_owned(),
-        Mode::Peek => format!("{READ_ONLY_LINE}{body}"),
+        .expect("lua/prelude.lua starts with `local read_only = false`");
+    let first = match mode {
+        Mode::Acquire => WRITABLE_LINE,
+        Mode::Peek => READ_ONLY_LINE,
     };
+    let text = [first, prelude, source].concat();
     let sha1 = Sha1::digest(text.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -75,7 +87,10 @@ impl Script {
         CELLS[index].get_or_init(|| compile(source, self.mode))
     }
 
-    /// The Lua source sent with EVAL or SCRIPT LOAD.
+    /// The Lua source sent with EVAL or SCRIPT LOAD: `lua/prelude.lua` then
+    /// the algorithm's file (first line swapped for peek), one
+    /// self-contained script. Tools that run a script by hand
+    /// (`redis-cli --eval`) need this text, not a file in `lua/` alone.
     pub fn text(self) -> &'static str {
         &self.compiled().text
     }
@@ -149,6 +164,52 @@ mod tests {
             assert!(s.text().contains("redis.call"));
             let first = s.text().lines().next().unwrap();
             assert_eq!(first == "local read_only = true", s.is_read_only());
+        }
+    }
+
+    #[test]
+    fn text_is_the_prelude_then_the_script() {
+        // Byte for byte `cat lua/prelude.lua lua/<algorithm>.lua`, as
+        // docs/protocol.md tells anyone who runs a script by hand.
+        assert_eq!(
+            Script::new(Algorithm::SlidingLog, Mode::Acquire).text(),
+            format!("{PRELUDE}{SLIDING_LOG}")
+        );
+        assert_eq!(
+            Script::new(Algorithm::SlidingCounter, Mode::Acquire).text(),
+            format!("{PRELUDE}{SLIDING_COUNTER}")
+        );
+        // The mode line is the prelude's first and exists once: an
+        // algorithm's file neither declares it nor starts with it.
+        assert!(PRELUDE.starts_with(WRITABLE_LINE));
+        for source in [SLIDING_LOG, SLIDING_COUNTER] {
+            assert!(
+                !source.lines().any(|l| l.contains("local read_only =")),
+                "{source:.80}"
+            );
+            assert!(
+                source.contains("lua/prelude.lua"),
+                "the header names the prelude"
+            );
+        }
+    }
+
+    #[test]
+    fn peek_differs_from_acquire_only_in_the_first_line() {
+        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+            let acquire = Script::new(algorithm, Mode::Acquire).text();
+            let peek = Script::new(algorithm, Mode::Peek).text();
+            let (a_first, a_rest) = acquire.split_once('\n').unwrap();
+            let (p_first, p_rest) = peek.split_once('\n').unwrap();
+            assert_eq!(a_first, "local read_only = false");
+            assert_eq!(p_first, "local read_only = true");
+            assert_eq!(a_rest, p_rest, "{algorithm:?}");
+            let declared = |text: &str| {
+                text.lines()
+                    .filter(|l| l.starts_with("local read_only"))
+                    .count()
+            };
+            assert_eq!((declared(acquire), declared(peek)), (1, 1));
         }
     }
 

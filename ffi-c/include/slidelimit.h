@@ -14,6 +14,26 @@
 #define SLIDELIMIT_KEY_MAX 2048
 
 /**
+ * A `buf` of this many bytes always holds all of a call's KEYS and ARGV
+ * (`slidelimit_policy_build_call_into`): the longest key
+ * (`SLIDELIMIT_KEY_MAX`) and four integers of at most 20 digits.
+ */
+#define SLIDELIMIT_CALL_BUF_MAX 2304
+
+/**
+ * A `part_lens` array of this many entries always holds the lengths of a
+ * call's KEYS and ARGV (`slidelimit_policy_build_call_into`; 5 today).
+ */
+#define SLIDELIMIT_CALL_PARTS_MAX 8
+
+/**
+ * A message buffer of `reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA`
+ * bytes always holds the whole message `slidelimit_server_error_map` gives
+ * for a UTF-8 reply, and its NUL.
+ */
+#define SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA 256
+
+/**
  * The result of every fallible function. Values are stable and never reused:
  * 1..=7 are core's error codes with the same numbers in every binding; 100 and
  * up are errors of the C boundary itself (a misuse by the caller).
@@ -99,6 +119,33 @@ enum slidelimit_server_error
 typedef enum slidelimit_server_error slidelimit_server_error;
 #else
 typedef uint32_t slidelimit_server_error;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
+ * What `slidelimit_server_error_map` tells a binding to do with an error
+ * reply from Redis.
+ */
+enum slidelimit_server_error_action
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * NOSCRIPT: send the same call once as EVAL (same keys, so the same
+   * connection or Cluster node); the script did not run.
+   */
+  SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL = 1,
+  /**
+   * Report the code and message given with it: final for this call.
+   */
+  SLIDELIMIT_SERVER_ERROR_ACTION_FAIL = 2,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum slidelimit_server_error_action slidelimit_server_error_action;
+#else
+typedef uint32_t slidelimit_server_error_action;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -248,6 +295,13 @@ slidelimit_result slidelimit_policy_key(const struct slidelimit_policy *policy, 
 slidelimit_result slidelimit_key_slot(const uint8_t *key, size_t key_len, uint16_t *out_slot);
 
 /**
+ * Checks a per-call timeout in milliseconds by the rule every binding shares
+ * (core's `check_timeout_ms`): 1 ..= 2^31 - 1. 0 is `invalid_argument`: a
+ * check always has a deadline. On failure the message names `timeout_ms`.
+ */
+slidelimit_result slidelimit_check_timeout_ms(uint64_t timeout_ms, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+
+/**
  * The Lua text of one script (`slidelimit_algorithm`, `slidelimit_mode`), for
  * EVAL or SCRIPT LOAD. Static memory, not NUL-terminated: never free it.
  */
@@ -266,6 +320,28 @@ slidelimit_result slidelimit_script_sha1(uint32_t algorithm, uint32_t mode, cons
  * at the caller's time in ms. `mode` is a `slidelimit_mode` value.
  */
 slidelimit_result slidelimit_policy_build_call(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint32_t mode, struct slidelimit_call **out_call, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+
+/**
+ * Builds the same call as `slidelimit_policy_build_call` into caller
+ * buffers instead of a handle: nothing to free, and a binding pays one
+ * crossing per check (Go's cgo does).
+ *
+ * On success `buf` holds the call's KEYS then its ARGV, back to back and
+ * not NUL-terminated; `part_lens[i]` is the length of part `i`;
+ * `*out_key_count` is the number of KEYS (the first parts), `*out_part_count`
+ * the number of parts (KEYS and ARGV) and `*out_buf_len` the bytes used in
+ * `buf`. An ARGV may be empty (now_ms, when the script reads Redis `TIME`).
+ *
+ * When `buf_cap` or `part_lens_cap` is too small the result is
+ * `SLIDELIMIT_RESULT_BUFFER_TOO_SMALL`: `buf`, `part_lens` and
+ * `*out_key_count` are untouched, and `*out_buf_len` and `*out_part_count`
+ * receive the sizes needed (the one failure that writes out-params, so that
+ * the caller can retry; `buf` and `part_lens` may be NULL with a capacity
+ * of 0 to ask for them). `SLIDELIMIT_CALL_BUF_MAX` bytes and
+ * `SLIDELIMIT_CALL_PARTS_MAX` parts always suffice. Invalid input fails as
+ * in `slidelimit_policy_build_call`, before any size is checked.
+ */
+slidelimit_result slidelimit_policy_build_call_into(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint32_t mode, uint8_t *buf, size_t buf_cap, size_t *part_lens, size_t part_lens_cap, size_t *out_key_count, size_t *out_part_count, size_t *out_buf_len, uint8_t *msg, size_t msg_cap, size_t *msg_len);
 
 /**
  * Releases a call from `slidelimit_policy_build_call`. NULL is ignored.
@@ -322,9 +398,44 @@ slidelimit_result slidelimit_decision_from_reply(const int64_t *reply, size_t re
  * replaced) so every binding treats the same server error the same way.
  * `*out_code` is the code to report when the binding gives up on it:
  * unavailable for redirects and transient errors, script_error for a
- * NOSCRIPT that survived the one retry, the final code otherwise.
+ * NOSCRIPT that survived the one retry, the final code otherwise. The same
+ * table as `slidelimit_server_error_map`, which also gives the message
+ * every binding reports (naming the key of a WRONGTYPE): prefer it.
  */
 slidelimit_result slidelimit_server_error_classify(const uint8_t *text, size_t text_len, slidelimit_server_error *out_kind, slidelimit_result *out_code);
+
+/**
+ * Maps an error reply from Redis to a script call by core's one table
+ * (`map_server_error`), so that every binding reports the same code and
+ * message for it. `reply` is the server's error text with its prefix
+ * (`"NOSCRIPT No matching script..."`; any bytes, invalid UTF-8 is
+ * replaced); `key` is the call's KEYS[1] and `algorithm` its
+ * `slidelimit_algorithm` value, which a WRONGTYPE message names.
+ *
+ * `after_retry` false maps the reply to EVALSHA: a NOSCRIPT is
+ * `SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL` (`*out_code` OK, an empty
+ * message). `after_retry` true maps the reply to the EVAL sent after it, or
+ * to a command that is never retried (a reset's DEL): every reply, a
+ * NOSCRIPT included, is `SLIDELIMIT_SERVER_ERROR_ACTION_FAIL`.
+ *
+ * On FAIL, `*out_code` is the code to report and `out_message` (optional,
+ * like `msg`) receives its message, cut at a character boundary if needed and
+ * NUL-terminated; `reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA`
+ * bytes always hold it for a UTF-8 reply. `msg` is for this function's own
+ * failures (a NULL pointer, an unknown algorithm, a key that is not UTF-8).
+ */
+slidelimit_result slidelimit_server_error_map(const uint8_t *reply, size_t reply_len, const uint8_t *key, size_t key_len, uint32_t algorithm, bool after_retry, slidelimit_server_error_action *out_action, slidelimit_result *out_code, uint8_t *out_message, size_t out_message_cap, size_t *out_message_len, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+
+/**
+ * Maps an error reply from Redis to a command that is no script call (a
+ * reset's DEL, a connection's AUTH) by the same table as
+ * `slidelimit_server_error_map` (core's `map_command_error`): never a retry,
+ * and a WRONGTYPE message is the reply alone, as such a command is about no
+ * rule's key. `*out_code` is the code to report; `out_message` (optional)
+ * receives its message as in `slidelimit_server_error_map`
+ * (`reply_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA` bytes hold it).
+ */
+slidelimit_result slidelimit_server_error_map_command(const uint8_t *reply, size_t reply_len, slidelimit_result *out_code, uint8_t *out_message, size_t out_message_cap, size_t *out_message_len);
 
 /**
  * Makes an empty in-memory engine in `*out_memory` (release it with
@@ -338,14 +449,20 @@ slidelimit_result slidelimit_memory_new(struct slidelimit_memory **out_memory);
 void slidelimit_memory_free(struct slidelimit_memory *memory);
 
 /**
- * Acquires `cost` permits for `tenant` at `now_ms` in the memory engine.
+ * Acquires `cost` permits for `tenant` in the memory engine. `now_ms` NULL
+ * decides at `clock_ms`; otherwise it points at the caller's time in ms.
+ * `clock_ms` is the caller's real clock (ms since the epoch), the stand-in
+ * for the Redis server's clock: pass it in every call, also with `now_ms`.
+ * Keys expire on it alone, as Redis expires them on its own clock, never on
+ * `now_ms`.
  */
-slidelimit_result slidelimit_memory_acquire(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, uint64_t now_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_memory_acquire(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint64_t clock_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len);
 
 /**
- * What `slidelimit_memory_acquire` would answer, recording nothing.
+ * What `slidelimit_memory_acquire` would answer, recording nothing (same
+ * `now_ms` and `clock_ms`).
  */
-slidelimit_result slidelimit_memory_peek(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, uint64_t now_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_memory_peek(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint64_t clock_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len);
 
 /**
  * Forgets everything recorded for `tenant` under `policy`;

@@ -7,6 +7,7 @@
 #include "slidelimit.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int passed, failed;
@@ -293,6 +294,156 @@ static void test_calls(const slidelimit_policy *p) {
   CHECK(call == NULL);
 }
 
+/* One call built into caller buffers: the same parts as the handle's, sizes
+ * asked for first, exact-size buffers (malloc'd, so valgrind sees a byte
+ * written past them), one byte or one part short, NULLs and invalid input. */
+static void test_build_into(const slidelimit_policy *p) {
+  uint8_t msg[256];
+  size_t msg_len = 0;
+  uint64_t now = 100000000000000ULL;
+  uint8_t buf[SLIDELIMIT_CALL_BUF_MAX];
+  size_t lens[SLIDELIMIT_CALL_PARTS_MAX];
+  size_t keys = 0, parts = 0, used = 0;
+
+  CHECK(slidelimit_policy_build_call_into(p, S("tenant-17"), 2, &now, SLIDELIMIT_MODE_ACQUIRE, buf,
+                                          sizeof buf, lens, SLIDELIMIT_CALL_PARTS_MAX, &keys, &parts,
+                                          &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(keys == 1 && parts == 5);
+  /* The same parts, in the same order, as the call handle's accessors. */
+  slidelimit_call *call = NULL;
+  CHECK(slidelimit_policy_build_call(p, S("tenant-17"), 2, &now, SLIDELIMIT_MODE_ACQUIRE, &call, NULL,
+                                     0, NULL) == SLIDELIMIT_RESULT_OK);
+  size_t at = 0;
+  for (size_t i = 0; i < parts; i++) {
+    const uint8_t *ptr = NULL;
+    size_t len = 0;
+    CHECK((i < keys ? slidelimit_call_key(call, i, &ptr, &len)
+                    : slidelimit_call_arg(call, i - keys, &ptr, &len)) == SLIDELIMIT_RESULT_OK);
+    CHECK(lens[i] == len && memcmp(buf + at, ptr, len) == 0);
+    at += lens[i];
+  }
+  CHECK(at == used);
+  CHECK(bytes_eq(buf, lens[0], "rl:{geocode:tenant-17}:log:1000"));
+  CHECK(bytes_eq(buf + used - lens[4], lens[4], "100000000000000"));
+  slidelimit_call_free(call);
+
+  /* Server time: the last part (now_ms) is empty. Peek builds too. */
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, SLIDELIMIT_MODE_PEEK, buf, sizeof buf,
+                                          lens, SLIDELIMIT_CALL_PARTS_MAX, &keys, &parts, &used, NULL,
+                                          0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(parts == 5 && lens[4] == 0);
+  CHECK(used == lens[0] + lens[1] + lens[2] + lens[3]);
+  CHECK(bytes_eq(buf + lens[0], lens[1] + lens[2] + lens[3], "310001"));
+
+  /* Ask for the sizes (NULL buffers, capacity 0), then build into buffers of
+   * exactly those sizes. */
+  keys = 77;
+  parts = used = 0;
+  CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, NULL, 0, NULL,
+                                          0, &keys, &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
+  CHECK(keys == 77); /* untouched */
+  CHECK(parts == 5 && used == strlen("rl:{geocode:a%7Db}:log:1000") + strlen("31000") + 1 + 15);
+  CHECK(starts_with(msg, msg_len, "buf: the call needs 48 bytes, buf_cap is 0"));
+  size_t need_bytes = used, need_parts = parts;
+  uint8_t *exact = malloc(need_bytes);
+  size_t *exact_lens = malloc(need_parts * sizeof *exact_lens);
+  CHECK(exact != NULL && exact_lens != NULL);
+  CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, exact,
+                                          need_bytes, exact_lens, need_parts, &keys, &parts, &used,
+                                          NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(keys == 1 && parts == need_parts && used == need_bytes);
+  CHECK(bytes_eq(exact, exact_lens[0], "rl:{geocode:a%7Db}:log:1000"));
+
+  /* One byte short, one part short: nothing written but the sizes needed. */
+  memset(exact, 'x', need_bytes);
+  exact_lens[0] = 999;
+  keys = 77;
+  parts = used = 0;
+  CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, exact,
+                                          need_bytes - 1, exact_lens, need_parts, &keys, &parts, &used,
+                                          msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
+  CHECK(starts_with(msg, msg_len, "buf: the call needs 48 bytes, buf_cap is 47"));
+  CHECK(exact[0] == 'x' && exact[need_bytes - 1] == 'x' && exact_lens[0] == 999 && keys == 77);
+  CHECK(parts == need_parts && used == need_bytes);
+  parts = used = 0;
+  CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, exact,
+                                          need_bytes, exact_lens, need_parts - 1, &keys, &parts, &used,
+                                          msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
+  CHECK(starts_with(msg, msg_len, "part_lens: the call needs 5 parts, part_lens_cap is 4"));
+  CHECK(exact[0] == 'x' && exact_lens[0] == 999 && keys == 77);
+  CHECK(parts == need_parts && used == need_bytes);
+  free(exact);
+  free(exact_lens);
+
+  /* The longest tenant fits SLIDELIMIT_CALL_BUF_MAX (a 512-byte tenant of
+   * escaped bytes triples). */
+  static uint8_t braces[512];
+  memset(braces, '{', sizeof braces);
+  CHECK(slidelimit_policy_build_call_into(p, braces, sizeof braces, 1, &now, SLIDELIMIT_MODE_ACQUIRE,
+                                          buf, sizeof buf, lens, SLIDELIMIT_CALL_PARTS_MAX, &keys,
+                                          &parts, &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(lens[0] == strlen("rl:{geocode:}:log:1000") + 3 * 512);
+
+  /* NULLs: each required pointer, and a buffer NULL with a capacity. */
+  keys = parts = used = 77;
+  CHECK(slidelimit_policy_build_call_into(NULL, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(starts_with(msg, msg_len, "policy: must not be NULL"));
+  CHECK(slidelimit_policy_build_call_into(p, NULL, 1, 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, NULL, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(starts_with(msg, msg_len, "buf: must not be NULL"));
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, NULL, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(starts_with(msg, msg_len, "part_lens: must not be NULL"));
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, NULL,
+                                          &parts, &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys, NULL,
+                                          &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, NULL, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(keys == 77 && parts == 77 && used == 77);
+
+  /* Invalid input fails before any size is checked (even with no buffers)
+   * and names the field; nothing is written. */
+  uint64_t too_late = (1ULL << 52) + 1;
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 0, NULL, 1, NULL, 0, NULL, 0, &keys, &parts, &used,
+                                          msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "cost:"));
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 4, NULL, 1, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "cost:"));
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, &too_late, 1, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "now_ms:"));
+  CHECK(slidelimit_policy_build_call_into(p, NULL, 0, 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "tenant: must not be empty"));
+  CHECK(slidelimit_policy_build_call_into(p, S("ab\xc3"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
+  static uint8_t big[513];
+  memset(big, 'x', sizeof big);
+  CHECK(slidelimit_policy_build_call_into(p, big, sizeof big, 1, NULL, 1, buf, sizeof buf, lens, 8,
+                                          &keys, &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "tenant:"));
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 3, buf, sizeof buf, lens, 8, &keys,
+                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "mode:"));
+  CHECK(keys == 77 && parts == 77 && used == 77);
+}
+
 static void test_replies(void) {
   slidelimit_decision d;
   uint8_t msg[256];
@@ -352,6 +503,126 @@ static void test_replies(void) {
   CHECK(slidelimit_server_error_classify(S("ERR"), &kind, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
 }
 
+/* Server errors by core's one table, with its messages. */
+static void test_server_error_map(void) {
+  static const char key[] = "rl:{geocode:t}:counter:1000";
+  slidelimit_server_error_action action = 0;
+  slidelimit_result code = SLIDELIMIT_RESULT_INTERNAL;
+  uint8_t out[512];
+  size_t out_len = 99;
+  uint8_t msg[128];
+  size_t msg_len = 0;
+#define MAP(reply, after_retry)                                                                      \
+  slidelimit_server_error_map(S(reply), S(key), SLIDELIMIT_ALGORITHM_SLIDING_COUNTER, (after_retry), \
+                              &action, &code, out, sizeof out, &out_len, msg, sizeof msg, &msg_len)
+
+  /* NOSCRIPT: retry with EVAL once; after the retry, a script error. */
+  CHECK(MAP("NOSCRIPT No matching script. Please use EVAL.", false) == SLIDELIMIT_RESULT_OK);
+  CHECK(action == SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL && code == SLIDELIMIT_RESULT_OK);
+  CHECK(out_len == 0 && out[0] == 0);
+  CHECK(MAP("NOSCRIPT No matching script. Please use EVAL.", true) == SLIDELIMIT_RESULT_OK);
+  CHECK(action == SLIDELIMIT_SERVER_ERROR_ACTION_FAIL && code == SLIDELIMIT_RESULT_SCRIPT_ERROR);
+  CHECK(bytes_eq(out, out_len, "NOSCRIPT No matching script. Please use EVAL."));
+  /* A redirect that surfaces and a transient state are unavailable. */
+  CHECK(MAP("MOVED 3999 127.0.0.1:7001", false) == SLIDELIMIT_RESULT_OK);
+  CHECK(action == SLIDELIMIT_SERVER_ERROR_ACTION_FAIL && code == SLIDELIMIT_RESULT_UNAVAILABLE);
+  CHECK(starts_with(out, out_len, "redis unavailable: the cluster's slot map is changing"));
+  CHECK(MAP("LOADING Redis is loading", false) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_UNAVAILABLE);
+  CHECK(bytes_eq(out, out_len, "redis unavailable: LOADING Redis is loading"));
+  /* WRONGTYPE names the key and the algorithm and keeps Redis's text. */
+  CHECK(MAP("WRONGTYPE Operation against a key", false) == SLIDELIMIT_RESULT_OK);
+  CHECK(action == SLIDELIMIT_SERVER_ERROR_ACTION_FAIL && code == SLIDELIMIT_RESULT_WRONG_TYPE);
+  CHECK(starts_with(out, out_len,
+                    "key rl:{geocode:t}:counter:1000 holds a value the sliding_counter algorithm"));
+  CHECK(out_len > 33 && memcmp(out + out_len - 33, "WRONGTYPE Operation against a key", 33) == 0);
+  CHECK(out[out_len] == 0);
+  CHECK(MAP("NOPERM User rl has no permissions", true) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_PERMISSION_DENIED);
+  CHECK(MAP("ERR slidelimit invalid_argument cost: must be at least 1", false) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_INVALID_ARGUMENT && bytes_eq(out, out_len, "cost: must be at least 1"));
+  CHECK(MAP("ERR \xff odd", false) == SLIDELIMIT_RESULT_OK); /* invalid UTF-8 is replaced */
+  CHECK(code == SLIDELIMIT_RESULT_SCRIPT_ERROR && bytes_eq(out, out_len, "ERR \xef\xbf\xbd odd"));
+  CHECK(slidelimit_server_error_map(NULL, 0, S(key), 1, false, &action, &code, out, sizeof out, &out_len,
+                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_SCRIPT_ERROR && out_len == 0);
+
+  /* reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA bytes hold
+   * the whole message (malloc'd: valgrind sees a byte past it); a smaller
+   * buffer gets it cut and NUL-terminated; none at all is fine. */
+  static const char wrongtype[] = "WRONGTYPE Operation against a key holding the wrong kind of value";
+  size_t cap = strlen(wrongtype) + strlen(key) + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA;
+  uint8_t *whole = malloc(cap);
+  CHECK(whole != NULL);
+  CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, whole, cap, &out_len,
+                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(out_len < cap && whole[out_len] == 0);
+  CHECK(memcmp(whole + out_len - strlen(wrongtype), wrongtype, strlen(wrongtype)) == 0);
+  free(whole);
+  uint8_t tiny[5];
+  CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, tiny, sizeof tiny,
+                                    &out_len, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(out_len == 4 && memcmp(tiny, "key ", 4) == 0 && tiny[4] == 0);
+  CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, NULL, 0, NULL, NULL,
+                                    0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_WRONG_TYPE);
+
+  /* A command that is no script call (a reset's DEL): the same table, never
+   * a retry, a WRONGTYPE message without a key. */
+  CHECK(slidelimit_server_error_map_command(S("WRONGTYPE Operation against a key"), &code, out,
+                                            sizeof out, &out_len) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_WRONG_TYPE);
+  CHECK(bytes_eq(out, out_len, "WRONGTYPE Operation against a key"));
+  CHECK(slidelimit_server_error_map_command(S("NOSCRIPT No matching script."), &code, out, sizeof out,
+                                            &out_len) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_SCRIPT_ERROR);
+  CHECK(slidelimit_server_error_map_command(S("NOPERM no"), &code, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_PERMISSION_DENIED);
+  CHECK(slidelimit_server_error_map_command(S("MOVED 1 a:1"), &code, tiny, sizeof tiny, &out_len) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_UNAVAILABLE && out_len == 4 && memcmp(tiny, "redi", 5) == 0);
+  code = 42;
+  out_len = 42;
+  CHECK(slidelimit_server_error_map_command(NULL, 1, &code, out, sizeof out, &out_len) ==
+        SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map_command(S("ERR"), NULL, out, sizeof out, &out_len) ==
+        SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map_command(S("ERR"), &code, NULL, 1, &out_len) ==
+        SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(code == 42 && out_len == 42);
+
+  /* Its own failures: NULLs, an unknown algorithm, a key that is not UTF-8;
+   * out-params untouched. */
+  action = 42;
+  code = 42;
+  out_len = 42;
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 3, false, &action, &code, out, sizeof out, &out_len,
+                                    msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "algorithm:"));
+  CHECK(slidelimit_server_error_map(S("ERR"), S("k\xff"), 1, false, &action, &code, out, sizeof out,
+                                    &out_len, msg, sizeof msg,
+                                    &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "key: is not valid UTF-8"));
+  CHECK(slidelimit_server_error_map(NULL, 3, S(key), 1, false, &action, &code, out, sizeof out, &out_len,
+                                    msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(starts_with(msg, msg_len, "reply: must not be NULL"));
+  CHECK(slidelimit_server_error_map(S("ERR"), NULL, 3, 1, false, &action, &code, out, sizeof out,
+                                    &out_len, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, NULL, &code, out, sizeof out, &out_len,
+                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, &action, NULL, out, sizeof out, &out_len,
+                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, &action, &code, NULL, 8, &out_len, msg,
+                                    sizeof msg, &msg_len) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(starts_with(msg, msg_len, "out_message: must not be NULL"));
+  CHECK(action == 42 && code == 42 && out_len == 42);
+#undef MAP
+}
+
+/* A real clock far from every caller time below, and a caller's now_ms. */
+#define CLOCK 1800000000000ULL
+#define AT(ms) (&(const uint64_t){(ms)})
+
 static void test_memory(const slidelimit_policy *p) {
   slidelimit_memory *m = NULL;
   slidelimit_decision d;
@@ -364,45 +635,91 @@ static void test_memory(const slidelimit_policy *p) {
   CHECK(slidelimit_memory_key_count(m, &count) == SLIDELIMIT_RESULT_OK && count == 0);
 
   /* The contract's first example: limit 3 per 1000 ms. */
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, 1000, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(1000), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 2 && d.retry_after_ms == 0 && d.reset_after_ms == 1000 &&
         d.now_ms == 1000);
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 2, 1100, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 2, AT(1100), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 0);
-  CHECK(slidelimit_memory_peek(m, p, S("t-1"), 1, 1200, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_peek(m, p, S("t-1"), 1, AT(1200), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 800);
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, 1200, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(1200), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 800 && d.reset_after_ms == 900);
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, 2000, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(2000), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 0);
   CHECK(slidelimit_memory_key_count(m, &count) == SLIDELIMIT_RESULT_OK && count == 1);
 
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 4, 2000, &d, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 4, AT(2000), CLOCK,
+                                  &d, msg, sizeof msg, &msg_len) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "cost:"));
-  CHECK(slidelimit_memory_peek(m, p, NULL, 0, 1, 2000, &d, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_memory_peek(m, p, NULL, 0, 1, AT(2000), CLOCK, &d, msg, sizeof msg, &msg_len) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant:"));
-  CHECK(slidelimit_memory_acquire(NULL, p, S("t"), 1, 0, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(NULL, p, S("t"), 1, AT(0), CLOCK, &d, NULL, 0, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_memory_acquire(m, NULL, S("t"), 1, 0, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(m, NULL, S("t"), 1, AT(0), CLOCK, &d, NULL, 0, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_memory_peek(m, p, S("t"), 1, 0, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_peek(m, p, S("t"), 1, AT(0), CLOCK, NULL, NULL, 0, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_memory_acquire(m, p, S("t"), 1, (1ULL << 52) + 1, &d, msg, sizeof msg,
+  CHECK(slidelimit_memory_acquire(m, p, S("t"), 1, AT((1ULL << 52) + 1), CLOCK, &d, msg, sizeof msg,
                                   &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "now_ms:"));
   /* Invalid UTF-8 tenants record nothing, in any call. */
-  CHECK(slidelimit_memory_acquire(m, p, S("t\xff"), 1, 2000, &d, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_memory_acquire(m, p, S("t\xff"), 1, AT(2000), CLOCK,
+                                  &d, msg, sizeof msg, &msg_len) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
-  CHECK(slidelimit_memory_peek(m, p, S("\xed\xa0\x80"), 1, 2000, &d, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_memory_peek(m, p, S("\xed\xa0\x80"), 1, AT(2000), CLOCK,
+                               &d, msg, sizeof msg, &msg_len) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
   CHECK(slidelimit_memory_reset(m, p, S("\xc0\xaf"), &removed, msg, sizeof msg, &msg_len) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
   CHECK(slidelimit_memory_key_count(m, &count) == SLIDELIMIT_RESULT_OK && count == 1);
+
+  /* Keys expire on clock_ms alone (Redis's PEXPIRE runs on the server's clock),
+   * never on the caller's now_ms: limit 1 per 60 s, in an engine of its own. */
+  slidelimit_memory *m2 = NULL;
+  slidelimit_policy *one = NULL;
+  CHECK(slidelimit_memory_new(&m2) == SLIDELIMIT_RESULT_OK && m2 != NULL);
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 1, 60000, &one,
+                              NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1000), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(d.allowed && d.now_ms == 1000 && d.reset_after_ms == 60000);
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1000000), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(d.allowed && d.now_ms == 1000000);
+  for (int i = 0; i < 5000; i++) {
+    char other[32];
+    int n = snprintf(other, sizeof other, "other-%d", i);
+    CHECK(slidelimit_memory_peek(m2, one, (const uint8_t *)other, (size_t)n, 1, AT(5000000), CLOCK,
+                                 &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  }
+  CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1001), CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(!d.allowed && d.retry_after_ms == 59999 && d.reset_after_ms == 59999 && d.now_ms == 1001);
+  /* NULL now_ms decides at the clock; the key lives through CLOCK + 60000. */
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, NULL, CLOCK, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(d.allowed && d.now_ms == CLOCK);
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60000, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(!d.allowed);
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60001, &d, NULL, 0, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(d.allowed);
+  CHECK(slidelimit_memory_reset(m2, one, S("A"), &removed, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(!removed); /* expired on the clock by the peek above */
+  CHECK(slidelimit_memory_key_count(m2, &count) == SLIDELIMIT_RESULT_OK && count == 0);
+  slidelimit_policy_free(one);
+  slidelimit_memory_free(m2);
 
   CHECK(slidelimit_memory_reset(m, p, S("t-1"), &removed, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(removed);
@@ -419,6 +736,17 @@ static void test_memory(const slidelimit_policy *p) {
   slidelimit_memory_free(NULL);
 }
 
+static void test_timeout(void) {
+  uint8_t msg[128];
+  size_t msg_len = 0;
+  CHECK(slidelimit_check_timeout_ms(0, msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "timeout_ms:"));
+  CHECK(msg[msg_len] == 0);
+  CHECK(slidelimit_check_timeout_ms(1, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_check_timeout_ms(2147483647u, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_check_timeout_ms(2147483648u, NULL, 0, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+}
+
 int main(void) {
   slidelimit_policy *p = NULL;
   test_names();
@@ -426,8 +754,11 @@ int main(void) {
   test_keys(p);
   test_scripts();
   test_calls(p);
+  test_build_into(p);
   test_replies();
+  test_server_error_map();
   test_memory(p);
+  test_timeout();
   slidelimit_policy_free(p);
   printf("ffi_test: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -96,7 +96,7 @@ async function main() {
   const prefix = `bench-${process.pid}`;
   // A limit no run reaches, so every call is the same allowed path; tenants
   // rotate so that no list grows long.
-  const policy = { namespace: prefix, resource: 'geocode', limit: 1_000_000, windowMs: 60_000 };
+  const policy = { namespace: prefix, resource: 'geocode', limit: 10_000, windowMs: 60_000 };
   const limiter = new slidelimit.Limiter(redis, policy);
   const tenants = Array.from({ length: TENANTS }, (_, i) => `tenant-${i}`);
   // More tenants than the limiter caches calls for: every call builds its call in core.

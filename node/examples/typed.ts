@@ -14,7 +14,7 @@ import {
   type ErrorCode,
   type RateLimiter,
 } from 'slidelimit';
-import { rateLimited, DeferralLimitError } from 'slidelimit/bullmq';
+import { rateLimited, DeferralLimitError, OutageLimitError } from 'slidelimit/bullmq';
 
 const policy = { resource: 'geocode', limit: 600, windowMs: 60_000 } as const;
 
@@ -46,6 +46,8 @@ async function main(): Promise<void> {
 
   // @ts-expect-error cost is a number
   await limiter.acquire('t', { cost: '1' });
+  // @ts-expect-error timeoutMs is a number of milliseconds
+  new Limiter(redis, policy, { timeoutMs: '500' });
   // @ts-expect-error algorithm is one of two names
   new Limiter(redis, { ...policy, algorithm: 'fixed_window' });
 
@@ -60,12 +62,13 @@ async function main(): Promise<void> {
     rateLimited<GeocodeJob, string>(
       limiter,
       async (job, _token, decision) => `${job.data.address} ${decision ? decision.remaining : 'fail-open'}`,
-      { tenant: (job) => job.data.apiKey, maxDeferrals: 50, onUnavailable: 'delay' },
+      { tenant: (job) => job.data.apiKey, maxDeferrals: 50, onUnavailable: 'delay', maxOutageDeferrals: Infinity },
     ),
     { connection: redis },
   );
   worker.on('failed', (_job, err) => {
     if (err instanceof DeferralLimitError) console.log(err.deferrals);
+    if (err instanceof OutageLimitError) console.log(err.outageDeferrals, err.cause?.message);
   });
 }
 

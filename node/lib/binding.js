@@ -30,4 +30,8 @@ function load() {
   }
 }
 
-module.exports = load();
+const loaded = load();
+// Core's defaults and metric names (one JSON string, read once).
+loaded.constants = Object.freeze(JSON.parse(loaded.core.constantsJson()));
+
+module.exports = loaded;

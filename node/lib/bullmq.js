@@ -7,12 +7,35 @@
 const { DelayedError } = require('bullmq');
 const { SlidelimitError, UnavailableError, invalid } = require('./errors');
 
-/** Thrown (a failed attempt) when a job was deferred `maxDeferrals` times. */
+/**
+ * Thrown (a failed attempt) when the limiter denied a job again after it was
+ * deferred `maxDeferrals` times in this attempt. Outage delays do not count.
+ */
 class DeferralLimitError extends Error {
   constructor(deferrals) {
-    super(`slidelimit: job deferred ${deferrals} times without getting a permit; giving up this attempt`);
+    super(
+      `slidelimit: job deferred ${deferrals} times in this attempt because the rate limit denied it, ` +
+        'and denied again; giving up this attempt (maxDeferrals)',
+    );
     this.name = 'DeferralLimitError';
     this.deferrals = deferrals;
+  }
+}
+
+/**
+ * Thrown (a failed attempt) only when `maxOutageDeferrals` is set: the
+ * limiter's Redis was still unavailable after that many consecutive outage
+ * delays. `cause` is the last UnavailableError.
+ */
+class OutageLimitError extends Error {
+  constructor(outageDeferrals, cause) {
+    super(
+      `slidelimit: the limiter's Redis was unavailable on ${outageDeferrals + 1} consecutive runs of this job ` +
+        `(delayed ${outageDeferrals} times); giving up this attempt (maxOutageDeferrals): ${cause && cause.message}`,
+      { cause },
+    );
+    this.name = 'OutageLimitError';
+    this.outageDeferrals = outageDeferrals;
   }
 }
 
@@ -38,6 +61,7 @@ function rateLimited(limiter, processor, options = {}) {
   const costOf = options.cost || (() => 1);
   const jitterMs = checkCount('jitter_ms', options.jitterMs, 250);
   const maxDeferrals = checkCount('max_deferrals', options.maxDeferrals, 100);
+  const maxOutageDeferrals = checkCount('max_outage_deferrals', options.maxOutageDeferrals, Infinity);
   const onUnavailable = options.onUnavailable || 'delay';
   if (!['delay', 'run', 'fail'].includes(onUnavailable)) {
     throw invalid('on_unavailable', 'must be "delay", "run" or "fail"');
@@ -47,20 +71,23 @@ function rateLimited(limiter, processor, options = {}) {
 
   const jitter = () => Math.floor(random() * (jitterMs + 1));
 
-  // Deferrals are counted in the job's data, apart from BullMQ's attempts.
+  // Delays are counted in the job's data, apart from BullMQ's attempts, and
+  // per attempt: `deferrals` counts denials, `unavailable` the current streak
+  // of outage delays (it drives the backoff and ends when the limiter
+  // answers). A new attempt (after a failed one) starts both at 0.
   function stateOf(job) {
     const data = job.data;
     if (data === null || typeof data !== 'object' || Array.isArray(data)) {
       throw invalid('job.data', 'must be an object so that deferrals can be counted');
     }
     const s = data[STATE_KEY];
-    return { deferrals: (s && s.deferrals) || 0, unavailable: (s && s.unavailable) || 0 };
+    if (!s || s.attempt !== job.attemptsMade) return { deferrals: 0, unavailable: 0 };
+    return { deferrals: s.deferrals || 0, unavailable: s.unavailable || 0 };
   }
 
-  async function defer(job, token, delayMs, state) {
-    const deferrals = state.deferrals + 1;
-    if (deferrals > maxDeferrals) throw new DeferralLimitError(state.deferrals);
-    await job.updateData({ ...job.data, [STATE_KEY]: { deferrals, unavailable: state.unavailable } });
+  async function delay(job, token, delayMs, state) {
+    const saved = { attempt: job.attemptsMade, deferrals: state.deferrals, unavailable: state.unavailable };
+    await job.updateData({ ...job.data, [STATE_KEY]: saved });
     await job.moveToDelayed(Date.now() + delayMs, token);
     throw new DelayedError();
   }
@@ -74,15 +101,18 @@ function rateLimited(limiter, processor, options = {}) {
       if (!(err instanceof UnavailableError)) throw err;
       if (onUnavailable === 'run') return processor(job, token, null);
       if (onUnavailable === 'fail') throw err;
+      // An outage is no denial: it never counts toward maxDeferrals.
+      if (state.unavailable >= maxOutageDeferrals) throw new OutageLimitError(state.unavailable, err);
       const streak = state.unavailable + 1;
       const wait = Math.min(backoff.maxMs, backoff.baseMs * 2 ** (streak - 1));
-      return defer(job, token, wait + jitter(), { deferrals: state.deferrals, unavailable: streak });
+      return delay(job, token, wait + jitter(), { deferrals: state.deferrals, unavailable: streak });
     }
     if (!decision.allowed) {
-      return defer(job, token, decision.retryAfterMs + jitter(), { deferrals: state.deferrals, unavailable: 0 });
+      if (state.deferrals >= maxDeferrals) throw new DeferralLimitError(state.deferrals);
+      return delay(job, token, decision.retryAfterMs + jitter(), { deferrals: state.deferrals + 1, unavailable: 0 });
     }
     return processor(job, token, decision);
   };
 }
 
-module.exports = { rateLimited, DeferralLimitError, SlidelimitError };
+module.exports = { rateLimited, DeferralLimitError, OutageLimitError, SlidelimitError };

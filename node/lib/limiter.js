@@ -12,8 +12,10 @@ const {
   invalid,
 } = require('./errors');
 
-const { core } = binding;
+const { core, constants } = binding;
 const parseReply = replyParser(core);
+// For clients with ioredis `stringNumbers`, which hands integers over as strings.
+const parseStringReply = replyParser(core, { stringNumbers: true });
 const DEFAULT_TIMEOUT_MS = 1000;
 
 function str(field, value) {
@@ -44,7 +46,13 @@ function num(field, value) {
 /** Builds core's Policy from `{ namespace, resource, algorithm, limit, windowMs }`. */
 function createPolicy(spec) {
   if (spec === null || typeof spec !== 'object') throw invalid('policy', 'must be an object');
-  const { namespace = 'rl', resource, algorithm = 'sliding_log', limit, windowMs } = spec;
+  const {
+    namespace = constants.defaults.namespace,
+    resource,
+    algorithm = constants.defaults.algorithm,
+    limit,
+    windowMs,
+  } = spec;
   str('namespace', namespace);
   str('resource', resource);
   str('algorithm', algorithm);
@@ -116,21 +124,17 @@ function isServerError(err) {
   return err instanceof Error && err.name === 'ReplyError';
 }
 
-// Maps a failed Redis command to a slidelimit error with core's classification.
-function fromRedis(err) {
-  if (!isServerError(err)) {
-    return makeError('unavailable', `redis unavailable: ${err && err.message}`, undefined, err);
-  }
-  const { kind, code } = core.classifyServerError(err.message);
-  switch (kind) {
-    case 'noscript': // still missing after EVAL: the server refuses scripts
-      return makeError('script_error', err.message, undefined, err);
-    case 'redirect':
-    case 'transient':
-      return makeError('unavailable', `redis unavailable: ${err.message}`, undefined, err);
-    default:
-      return makeError(code, err.message, undefined, err);
-  }
+// A command that failed without a reply from the server (connection refused,
+// reset, closed): the server could not be used.
+function unavailable(err) {
+  return makeError('unavailable', `redis unavailable: ${err && err.message}`, undefined, err);
+}
+
+// A failed command on `key` with no retry left: a server's error reply maps
+// by core's table (policy.mapServerError), anything else is unavailable.
+function fromRedis(policy, key, err) {
+  if (!isServerError(err)) return unavailable(err);
+  return fromCore(policy.mapServerError(err.message, key, true), err);
 }
 
 function timeoutError(ms) {
@@ -217,12 +221,64 @@ class Deadlines {
   }
 }
 
+// Core's rule, the same in every binding: 1 ..= 2^31 - 1 ms; 0 is invalid
+// (every check has a deadline).
 function checkTimeout(timeoutMs) {
   if (timeoutMs === undefined) return DEFAULT_TIMEOUT_MS;
-  if (typeof timeoutMs !== 'number' || !Number.isSafeInteger(timeoutMs) || timeoutMs < 0) {
-    throw invalid('timeout_ms', 'must be a non-negative integer (0 disables the timeout)');
+  num('timeout_ms', timeoutMs);
+  try {
+    return core.checkTimeoutMs(timeoutMs);
+  } catch (e) {
+    throw fromCore(e);
   }
-  return timeoutMs;
+}
+
+function readLimiterOptions(options) {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
+  return options;
+}
+
+function checkMetrics(metrics) {
+  if (metrics === undefined || metrics === null || metrics === false) return null;
+  if (typeof metrics !== 'object' || typeof metrics.observe !== 'function') {
+    throw invalid('metrics', 'must be a slidelimit Metrics (an object with observe(resource, tenant, decision))');
+  }
+  return metrics;
+}
+
+function hasPrefix(prefix) {
+  return Boolean(prefix) && prefix.length !== 0;
+}
+
+function shown(prefix) {
+  return `'${String(prefix)}'`;
+}
+
+// ioredis options that would change this limiter's keys or replies. A
+// keyPrefix puts every key under another name than key() and every other
+// binding use: a second, silent budget. Refused. `stringNumbers` hands the
+// script's integers over as strings: read as such (see replyParser).
+// Returns whether replies come as strings.
+function checkClientOptions(redis) {
+  const options = redis.options;
+  if (options === null || typeof options !== 'object') return false;
+  const node = options.redisOptions; // ioredis Cluster: the options of each node
+  const prefixes = [
+    ['keyPrefix', options.keyPrefix],
+    ['redisOptions.keyPrefix', node && node.keyPrefix],
+  ];
+  for (const [name, prefix] of prefixes) {
+    if (hasPrefix(prefix)) {
+      const kind = redis.isCluster ? 'ioredis Cluster option' : 'ioredis';
+      throw invalid(
+        'redis',
+        `${kind} ${name} ${shown(prefix)} would put this limiter's keys outside the shared budget ` +
+          `(other workers and key() use the unprefixed keys); pass a client without ${name}`,
+      );
+    }
+  }
+  return Boolean(redis.isCluster ? node && node.stringNumbers : options.stringNumbers);
 }
 
 /** A rate limiter for one policy on Redis (ioredis `Redis` or `Cluster`). */
@@ -231,17 +287,19 @@ class Limiter {
   #policy;
   #deadlines;
   #metrics;
+  #parse = parseReply;
   #calls = new CallCache();
 
-  constructor(redis, policy, options = {}) {
+  constructor(redis, policy, options) {
     if (!redis || typeof redis.evalsha !== 'function' || typeof redis.eval !== 'function') {
       throw invalid('redis', 'must be an ioredis Redis or Cluster client');
     }
+    if (checkClientOptions(redis)) this.#parse = parseStringReply;
     this.#redis = redis;
     this.#policy = createPolicy(policy);
-    const timeoutMs = checkTimeout(options.timeoutMs);
-    this.#deadlines = timeoutMs ? new Deadlines(timeoutMs) : null;
-    this.#metrics = options.metrics || null;
+    const opts = readLimiterOptions(options);
+    this.#deadlines = new Deadlines(checkTimeout(opts.timeoutMs));
+    this.#metrics = checkMetrics(opts.metrics);
     this.policy = describe(this.#policy);
   }
 
@@ -284,7 +342,7 @@ class Limiter {
           if (this.#settle(ticket)) resolve(n > 0);
         },
         (err) => {
-          if (this.#settle(ticket)) reject(fromRedis(err));
+          if (this.#settle(ticket)) reject(fromRedis(this.#policy, key, err));
         },
       );
     });
@@ -299,16 +357,18 @@ class Limiter {
     } catch (e) {
       return Promise.reject(fromCore(e));
     }
+    const policy = this.#policy;
+    const key = call[2]; // [sha1, numkeys, key, ...args]: every script has one key
     return new Promise((resolve, reject) => {
       const ticket = this.#track(reject);
       const fail = (err) => {
-        if (this.#settle(ticket)) reject(fromRedis(err));
+        if (this.#settle(ticket)) reject(fromRedis(policy, key, err));
       };
       const answer = (reply) => {
         if (!this.#settle(ticket)) return; // already failed as unavailable
         let decision;
         try {
-          decision = parseReply(reply);
+          decision = this.#parse(reply);
         } catch (e) {
           reject(fromCore(e));
           return;
@@ -321,25 +381,31 @@ class Limiter {
         }
         resolve(decision);
       };
-      // EVALSHA; after a NOSCRIPT (empty cache after a restart or failover,
-      // or a new Cluster node) EVAL once on the same routed connection.
-      // NOSCRIPT means the script did not run, so the retry cannot double-count.
+      // EVALSHA; core's table says what an error reply means. On NOSCRIPT
+      // (empty cache after a restart or failover, or a new Cluster node) EVAL
+      // once on the same routed connection: the script did not run, so the
+      // retry cannot double-count.
       this.#redis.evalsha(...call).then(answer, (err) => {
-        if (!isServerError(err) || core.classifyServerError(err.message).kind !== 'noscript') return fail(err);
+        if (!isServerError(err)) return fail(err);
+        const failure = policy.mapServerError(err.message, key, false);
+        if (failure !== null) {
+          if (this.#settle(ticket)) reject(fromCore(failure, err));
+          return undefined;
+        }
         const retry = call.slice(); // `call` may be cached: never modify it
-        retry[0] = this.#policy.scriptText(peek);
+        retry[0] = policy.scriptText(peek);
         return this.#redis.eval(...retry).then(answer, fail);
       });
     });
   }
 
   #track(reject) {
-    return this.#deadlines === null ? -1 : this.#deadlines.add(reject);
+    return this.#deadlines.add(reject);
   }
 
   // False when the call already timed out.
   #settle(ticket) {
-    return ticket < 0 || this.#deadlines.done(ticket);
+    return this.#deadlines.done(ticket);
   }
 
   // Core's call as EVALSHA's arguments, [sha1, numkeys, ...keys, ...args].
@@ -406,9 +472,10 @@ class MemoryLimiter {
     try {
       const cost = readCost(options);
       const nowMs = readNow(options);
-      const now = nowMs === undefined ? this.#clock() : nowMs;
+      // The clock stands in for Redis's and alone expires keys (as PEXPIRE
+      // runs on server time), so it goes along even when the caller passes nowMs.
       const run = peek ? this.#engine.peek : this.#engine.acquire;
-      return run.call(this.#engine, this.#policy, tenantOf(tenant), cost, now);
+      return run.call(this.#engine, this.#policy, tenantOf(tenant), cost, nowMs, this.#clock());
     } catch (e) {
       throw fromCore(e);
     }

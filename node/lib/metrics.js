@@ -1,8 +1,12 @@
 'use strict';
-// prom-client metrics with the names every slidelimit binding shares.
+// prom-client metrics with the names every slidelimit binding shares: names,
+// help texts, labels and buckets are core's.
 
-/** Buckets of `ratelimit_wait_seconds`, 1 ms to 10 min (the Rust binding's). */
-const WAIT_BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 600];
+const { metrics: spec } = require('./binding').constants;
+
+/** Buckets of `ratelimit_wait_seconds`, 1 ms to 10 min (core's). */
+const WAIT_BUCKETS = Object.freeze(spec.waitBuckets.slice());
+const { resource: RESOURCE, tenant: TENANT } = spec.labels;
 
 class Metrics {
   #tenantLabel;
@@ -15,37 +19,26 @@ class Metrics {
     // The app's prom-client, so the metrics land in the registry it serves.
     const prom = client || require('prom-client');
     const registers = [registry || prom.register];
-    const labelNames = tenantLabel ? ['resource', 'tenant'] : ['resource'];
+    const labelNames = tenantLabel ? [RESOURCE, TENANT] : [RESOURCE];
     this.#tenantLabel = tenantLabel;
-    this.allowed = new prom.Counter({
-      name: 'ratelimit_allowed_total',
-      help: 'Permits admitted by the rate limiter.',
-      labelNames,
-      registers,
-    });
-    this.denied = new prom.Counter({
-      name: 'ratelimit_denied_total',
-      help: 'Acquires denied by the rate limiter.',
-      labelNames,
-      registers,
-    });
+    this.allowed = new prom.Counter({ ...spec.allowedTotal, labelNames, registers });
+    this.denied = new prom.Counter({ ...spec.deniedTotal, labelNames, registers });
     this.wait = new prom.Histogram({
-      name: 'ratelimit_wait_seconds',
-      help: 'retry_after handed to denied callers, in seconds.',
-      labelNames: ['resource'],
-      buckets: WAIT_BUCKETS,
+      ...spec.waitSeconds,
+      labelNames: [RESOURCE],
+      buckets: WAIT_BUCKETS.slice(),
       registers,
     });
   }
 
   /** Records one acquire's decision (limiters call this themselves). */
   observe(resource, tenant, decision) {
-    const labels = this.#tenantLabel ? { resource, tenant } : { resource };
+    const labels = this.#tenantLabel ? { [RESOURCE]: resource, [TENANT]: tenant } : { [RESOURCE]: resource };
     if (decision.allowed) {
       this.allowed.inc(labels);
     } else {
       this.denied.inc(labels);
-      this.wait.observe({ resource }, decision.retryAfterMs / 1000);
+      this.wait.observe({ [RESOURCE]: resource }, decision.retryAfterMs / 1000);
     }
   }
 }

@@ -1,16 +1,17 @@
 'use strict';
 // The BullMQ integration on real queues and workers on a real Redis: a denied
 // job is delayed (not a failed attempt) and completes later; deferrals are
-// capped apart from attempts; an unavailable limiter delays with backoff or
-// runs fail-open. Runs on whichever implementation loads (native by default).
+// capped apart from attempts, per attempt; an unavailable limiter delays with
+// backoff (never a failed attempt, never a deferral) or runs fail-open. Runs on
+// whichever implementation loads (native by default).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const Redis = require('ioredis');
 const { Queue, Worker } = require('bullmq');
 const { Limiter } = require('..');
-const { rateLimited, DeferralLimitError } = require('slidelimit/bullmq');
-const { url, unique, freePort, sleep } = require('./helpers');
+const { rateLimited, DeferralLimitError, OutageLimitError } = require('slidelimit/bullmq');
+const { url, unique, freePort, startRedis, sleep } = require('./helpers');
 
 const open = [];
 function redisFor(purpose) {
@@ -29,9 +30,12 @@ async function setup(processorFor, workerOptions = {}) {
   const queue = new Queue(name, { connection: redisFor('queue') });
   const worker = new Worker(name, processorFor(), { connection: redisFor('worker'), ...workerOptions });
   worker.on('error', () => {});
+  const failures = []; // every failed attempt, with its reason
+  worker.on('failed', (job, err) => failures.push({ id: job && job.id, err }));
   await worker.waitUntilReady();
   return {
     queue,
+    failures,
     close: async () => {
       await worker.close();
       await queue.close();
@@ -190,11 +194,139 @@ test('fail-open runs the job without a decision when Redis is unavailable', asyn
   }
 });
 
+test('an outage never fails the job: delayed apart from denials until the limiter Redis is back, then run once', async () => {
+  // The limiter's Redis is down (nothing listens on its port yet); BullMQ's
+  // own Redis is up. maxDeferrals: 1 and attempts: 1, so had an outage delay
+  // counted as a deferral (or an attempt), the job would fail.
+  const port = freePort();
+  const limiterRedis = new Redis(port, '127.0.0.1', { retryStrategy: () => 50, maxRetriesPerRequest: null });
+  limiterRedis.on('error', () => {});
+  open.push(limiterRedis);
+  // ioredis queues the acquires that timed out during the outage and sends
+  // them when the server is back (over-counting, never under-counting): the
+  // limit leaves room for them.
+  const p = { resource: unique('geo'), limit: 1000, windowMs: 60_000 };
+  const limiter = new Limiter(limiterRedis, p, { timeoutMs: 100 });
+  const runs = [];
+  const env = await setup(() =>
+    rateLimited(
+      limiter,
+      async (job, _token, decision) => {
+        runs.push(decision);
+        return 'ran';
+      },
+      {
+        tenant: (job) => job.data.apiKey,
+        maxDeferrals: 1,
+        jitterMs: 0,
+        unavailableBackoff: { baseMs: 50, maxMs: 100 },
+      },
+    ),
+  );
+  let server;
+  try {
+    const job = await env.queue.add('lookup', { apiKey: 'k1' }, { attempts: 1 });
+    const delayed = await waitFor('four outage delays', async () => {
+      const j = await env.queue.getJob(job.id);
+      return j.data.slidelimit && j.data.slidelimit.unavailable >= 4 && (await j.getState()) === 'delayed' ? j : null;
+    });
+    assert.equal(delayed.attemptsMade, 0, 'an outage delay is not an attempt');
+    assert.equal(delayed.data.slidelimit.deferrals, 0, 'an outage delay is not a denial');
+    assert.deepEqual(env.failures, []);
+    assert.equal(runs.length, 0);
+
+    server = startRedis(unique('bullmq-limiter'), [], port);
+    await waitFor('completion', async () => (await stateOf(env.queue, job.id)) === 'completed');
+    const done = await env.queue.getJob(job.id);
+    assert.equal(done.returnvalue, 'ran');
+    assert.equal(done.failedReason, undefined);
+    assert.deepEqual(env.failures, [], 'no failed attempt at any time');
+    assert.equal(runs.length, 1, 'ran exactly once');
+    assert.equal(runs[0].allowed, true, 'with a permit from the limiter Redis');
+  } finally {
+    await env.close();
+    limiterRedis.disconnect();
+    if (server) server.stop();
+  }
+});
+
+test('maxOutageDeferrals, when asked for, fails the attempt with OutageLimitError', async () => {
+  const limiter = deadLimiter();
+  const env = await setup(() =>
+    rateLimited(limiter, async () => 'ran', {
+      tenant: (job) => job.data.apiKey,
+      jitterMs: 0,
+      maxOutageDeferrals: 2,
+      unavailableBackoff: { baseMs: 50, maxMs: 100 },
+    }),
+  );
+  try {
+    const job = await env.queue.add('lookup', { apiKey: 'k1' }, { attempts: 1 });
+    await waitFor('failure after the outage cap', async () => (await stateOf(env.queue, job.id)) === 'failed');
+    const failed = await env.queue.getJob(job.id);
+    assert.equal(failed.attemptsMade, 1);
+    assert.equal(failed.data.slidelimit.unavailable, 2);
+    assert.equal(failed.data.slidelimit.deferrals, 0);
+    assert.match(failed.failedReason, /unavailable on 3 consecutive runs of this job \(delayed 2 times\)/);
+    assert.match(failed.failedReason, /maxOutageDeferrals/);
+    assert.equal(env.failures.length, 1);
+    assert.ok(env.failures[0].err instanceof OutageLimitError);
+    assert.equal(env.failures[0].err.outageDeferrals, 2);
+    assert.equal(env.failures[0].err.cause.code, 'unavailable');
+  } finally {
+    await env.close();
+  }
+});
+
+test('each attempt gets its own deferral budget', async () => {
+  const limiter = new Limiter(redisFor('limiter'), { resource: unique('geo'), limit: 2, windowMs: 300 });
+  let hog = true;
+  // As above: the window is never empty, so a job of cost 2 never passes.
+  const hogLoop = (async () => {
+    while (hog) {
+      await limiter.acquire('k1');
+      await sleep(5);
+    }
+  })();
+  let checks = 0; // the job's own acquires
+  const counted = { acquire: (...args) => (checks++, limiter.acquire(...args)) };
+  const env = await setup(() =>
+    rateLimited(counted, async () => 'never', {
+      tenant: (job) => job.data.apiKey,
+      cost: () => 2,
+      maxDeferrals: 1,
+      jitterMs: 0,
+    }),
+  );
+  try {
+    const job = await env.queue.add('lookup', { apiKey: 'k1' }, { attempts: 2 });
+    await waitFor('the second attempt to fail', async () => (await stateOf(env.queue, job.id)) === 'failed');
+    const failed = await env.queue.getJob(job.id);
+    assert.equal(failed.attemptsMade, 2);
+    // Both attempts were deferred once before their cap: the second did not
+    // inherit the first one's count (it would have failed at its first denial).
+    assert.equal(env.failures.length, 2);
+    assert.equal(checks, 4, 'each attempt: a denial deferred, then a denial that fails it');
+    for (const { err } of env.failures) {
+      assert.ok(err instanceof DeferralLimitError, String(err));
+      assert.equal(err.deferrals, 1);
+    }
+    assert.deepEqual(failed.data.slidelimit, { attempt: 1, deferrals: 1, unavailable: 0 });
+  } finally {
+    hog = false;
+    await hogLoop;
+    await env.close();
+  }
+});
+
 test('bad options are rejected when wrapping', () => {
   const limiter = Limiter.memory({ resource: 'geo', limit: 1, windowMs: 1000 });
   const noop = async () => {};
   assert.throws(() => rateLimited(limiter, noop, {}), { code: 'invalid_argument', field: 'tenant' });
   assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', maxDeferrals: -1 }), { field: 'max_deferrals' });
+  assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', maxOutageDeferrals: 1.5 }), {
+    field: 'max_outage_deferrals',
+  });
   assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', onUnavailable: 'maybe' }), { field: 'on_unavailable' });
   assert.throws(() => rateLimited(null, noop, { tenant: () => 't' }), { field: 'limiter' });
 });

@@ -67,3 +67,26 @@ test('a flushed script cache on every node is invisible', async () => {
   for (const t of tenants) assert.equal((await l.acquire(t)).allowed, false);
   for (const t of tenants) assert.equal(await l.reset(t), true);
 });
+
+test('a Cluster client with redisOptions.stringNumbers reads every decision', async () => {
+  // ioredis hands integers over as strings then: the limiter reads them, so a
+  // recorded permit is never reported as malformed_reply.
+  const strings = new Redis.Cluster(cluster.startupNodes, { redisOptions: { stringNumbers: true } });
+  try {
+    const policy = { resource: unique('cluster'), limit: 1, windowMs: 60_000 };
+    const viaStrings = new Limiter(strings, policy);
+    const plain = new Limiter(cluster, policy);
+    assert.deepEqual(await viaStrings.acquire('t', { nowMs: 1_000_000 }), {
+      allowed: true,
+      remaining: 0,
+      retryAfterMs: 0,
+      resetAfterMs: 60_000,
+      nowMs: 1_000_000,
+    });
+    assert.equal((await plain.acquire('t', { nowMs: 1_000_001 })).allowed, false, 'one budget');
+    assert.equal((await viaStrings.acquire('t', { nowMs: 1_000_002 })).retryAfterMs, 59_998);
+    assert.equal(await viaStrings.reset('t'), true);
+  } finally {
+    strings.disconnect();
+  }
+});

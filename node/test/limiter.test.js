@@ -63,6 +63,40 @@ test('every core error code has its Error subclass', () => {
   }
 });
 
+// The addon and the wasm build carry core's server-error table unchanged;
+// limiter.js only sends EVAL when it says so and converts what it returns.
+test('server error replies map by core\'s table', () => {
+  const { core } = require('../lib/binding');
+  const { fromCore, errorClasses } = require('../lib/errors');
+  const p = new core.Policy('rl', 'geocode', 'sliding_counter', 10, 1000);
+  const key = p.key('t');
+  const noscript = 'NOSCRIPT No matching script. Please use EVAL.';
+  assert.equal(p.mapServerError(noscript, key, false), null);
+  const cases = [
+    [noscript, true, 'script_error', undefined, noscript],
+    ['MOVED 3999 127.0.0.1:7001', false, 'unavailable', undefined, /slot map is changing; retry/],
+    ['ASK 3999 127.0.0.1:7001', true, 'unavailable', undefined, /slot map is changing; retry/],
+    ['LOADING Redis is loading', false, 'unavailable', undefined, 'redis unavailable: LOADING Redis is loading'],
+    ['BUSY Redis is busy', false, 'unavailable', undefined, /^redis unavailable: BUSY/],
+    ['READONLY replica', false, 'unavailable', undefined, /^redis unavailable: READONLY/],
+    ['WRONGTYPE Operation against a key', false, 'wrong_type', undefined,
+      `key ${key} holds a value the sliding_counter algorithm does not use (another program's key, or the other algorithm's): WRONGTYPE Operation against a key`],
+    ['NOPERM no permissions', false, 'permission_denied', undefined, 'NOPERM no permissions'],
+    ['ERR slidelimit invalid_argument cost: must be at least 1', false, 'invalid_argument', 'cost', 'cost: must be at least 1'],
+    ['ERR something else', false, 'script_error', undefined, 'ERR something else'],
+  ];
+  for (const [reply, afterRetry, code, field, message] of cases) {
+    const cause = new Error(reply);
+    const err = fromCore(p.mapServerError(reply, key, afterRetry), cause);
+    assert.ok(err instanceof errorClasses[code], reply);
+    assert.equal(err.code, code, reply);
+    assert.equal(err.field, field, reply);
+    if (typeof message === 'string') assert.equal(err.message, message, reply);
+    else assert.match(err.message, message, reply);
+    assert.equal(err.cause, cause);
+  }
+});
+
 test('keys and slots come from core', () => {
   const l = new Limiter(redis, { namespace: 'rl', resource: 'geocode', limit: 600, windowMs: 60000 });
   assert.equal(l.key('tenant-17'), 'rl:{geocode:tenant-17}:log:60000');
@@ -75,7 +109,7 @@ test('keys and slots come from core', () => {
   assert.deepEqual(c.policy, { namespace: 'rl', resource: 'geocode', algorithm: 'sliding_counter', limit: 1, windowMs: 1000 });
 });
 
-test('a bad policy is invalid_argument naming the field', () => {
+test('a bad policy is invalid_argument naming the field', async () => {
   const bad = [
     [{ namespace: '' }, 'namespace'],
     [{ namespace: 'rl:prod' }, 'namespace'],
@@ -97,12 +131,110 @@ test('a bad policy is invalid_argument naming the field', () => {
     [{ limit: 2 ** 26 + 1, windowMs: 2 ** 26 }, 'limit'],
   ];
   for (const [overrides, field] of bad) {
-    assertInvalid(() => new Limiter(redis, policy(overrides)), field);
-    assertInvalid(() => new MemoryLimiter(policy(overrides)), field);
+    await assertInvalid(() => new Limiter(redis, policy(overrides)), field);
+    await assertInvalid(() => new MemoryLimiter(policy(overrides)), field);
   }
-  assertInvalid(() => new Limiter(redis, null), 'policy');
-  assertInvalid(() => new Limiter({}, policy()), 'redis');
-  assertInvalid(() => new Limiter(redis, policy(), { timeoutMs: -1 }), 'timeout_ms');
+  await assertInvalid(() => new Limiter(redis, null), 'policy');
+  await assertInvalid(() => new Limiter({}, policy()), 'redis');
+  await assertInvalid(() => new Limiter(redis, policy(), { timeoutMs: -1 }), 'timeout_ms');
+});
+
+test('assertInvalid fails when nothing or something else is thrown', async () => {
+  // It is async: a call site without `await` could never fail a test.
+  await assert.rejects(assertInvalid(() => {}, 'cost'));
+  await assert.rejects(assertInvalid(() => new Limiter(redis, policy({ limit: 0 })), 'window_ms'));
+  await assert.rejects(assertInvalid(Promise.resolve(1), 'cost'));
+});
+
+test('limiter options: timeout, options and metrics are checked when the limiter is made', async () => {
+  // Core's timeout rule, as in every binding: 1 ..= 2^31 - 1 ms, no "no deadline".
+  for (const timeoutMs of [0, -1, 1.5, NaN, Infinity, 2 ** 31, '100', null]) {
+    await assertInvalid(() => new Limiter(redis, policy(), { timeoutMs }), 'timeout_ms');
+  }
+  assert.throws(() => new Limiter(redis, policy(), { timeoutMs: 0 }), /timeout_ms: must be at least 1 ms/);
+  new Limiter(redis, policy(), { timeoutMs: 1 }); // valid, if too short to be answered in time
+  const longest = new Limiter(redis, policy(), { timeoutMs: 2 ** 31 - 1 });
+  assert.equal((await longest.acquire('t', { nowMs: 1000 })).allowed, true);
+  // Options must be an object (undefined: the defaults).
+  for (const options of [null, 'fast', 5]) {
+    await assertInvalid(() => new Limiter(redis, policy(), options), 'options');
+  }
+  // Metrics are checked here, not after the first permit is recorded.
+  for (const metrics of [5, 'yes', true, {}, { observe: 1 }]) {
+    await assertInvalid(() => new Limiter(redis, policy(), { metrics }), 'metrics');
+  }
+  for (const metrics of [undefined, null, false]) {
+    assert.equal((await new Limiter(redis, policy(), { metrics }).acquire('t', { nowMs: 1000 })).allowed, true);
+  }
+});
+
+test('a client whose keyPrefix would split the budget is refused', async () => {
+  const cases = [
+    [() => new Redis({ lazyConnect: true, keyPrefix: 'app:' }), /ioredis keyPrefix 'app:' would put/],
+    [() => new Redis({ lazyConnect: true, keyPrefix: Buffer.from('b:') }), /keyPrefix 'b:'/],
+    [
+      () => new Redis.Cluster([{ port: 1 }], { lazyConnect: true, keyPrefix: 'app:' }),
+      /Cluster option keyPrefix 'app:'/,
+    ],
+    [
+      () => new Redis.Cluster([{ port: 1 }], { lazyConnect: true, redisOptions: { keyPrefix: 'n:' } }),
+      /Cluster option keyPrefix 'n:'/, // ioredis copies it to the Cluster's own options
+    ],
+  ];
+  for (const [make, message] of cases) {
+    const client = make();
+    try {
+      await assertInvalid(() => new Limiter(client, policy()), 'redis');
+      assert.throws(() => new Limiter(client, policy()), message);
+      assert.throws(() => new Limiter(client, policy()), /pass a client without/);
+    } finally {
+      client.disconnect();
+    }
+  }
+  // An empty prefix changes nothing.
+  const plain = connect({ keyPrefix: '' });
+  try {
+    const l = new Limiter(plain, policy({ limit: 1 }));
+    assert.equal((await l.acquire('t', { nowMs: 1000 })).allowed, true);
+    assert.equal(await redis.exists(l.key('t')), 1);
+  } finally {
+    plain.disconnect();
+  }
+});
+
+test('a client with stringNumbers shares the budget and reads every decision', async () => {
+  // ioredis `stringNumbers` hands integer replies over as strings: the
+  // limiter reads them, so a recorded permit is never reported as an error.
+  const strings = connect({ stringNumbers: true });
+  try {
+    const p = policy({ limit: 2, windowMs: 60_000 });
+    const viaStrings = new Limiter(strings, p);
+    const plain = new Limiter(redis, p);
+    assert.deepEqual(await viaStrings.acquire('t', { nowMs: 1_000_000 }), {
+      allowed: true,
+      remaining: 1,
+      retryAfterMs: 0,
+      resetAfterMs: 60_000,
+      nowMs: 1_000_000,
+    });
+    assert.equal((await plain.acquire('t', { nowMs: 1_000_001 })).remaining, 0);
+    assert.deepEqual(await viaStrings.acquire('t', { nowMs: 1_000_010 }), {
+      allowed: false,
+      remaining: 0,
+      retryAfterMs: 59_990,
+      resetAfterMs: 59_991,
+      nowMs: 1_000_010,
+    });
+    assert.equal(await redis.llen(plain.key('t')), 2, 'one key, one budget');
+    const d = await viaStrings.acquire('server-time');
+    assert.equal(d.allowed, true);
+    assert.equal(typeof d.nowMs, 'number');
+    assert.equal((await viaStrings.peek('server-time')).remaining, 0);
+    assert.equal(await viaStrings.reset('server-time'), true);
+    assert.equal(await viaStrings.reset('server-time'), false);
+  } finally {
+    strings.disconnect();
+  }
 });
 
 test('bad numbers and tenants are invalid_argument naming the field, on every method', async () => {
@@ -272,6 +404,7 @@ test('a key of another type is wrong_type', async () => {
   await assert.rejects(l.acquire('t', { nowMs: 1000 }), (err) => {
     assert.ok(err instanceof WrongTypeError);
     assert.equal(err.code, 'wrong_type');
+    assert.ok(err.message.startsWith(`key ${l.key('t')} holds a value the sliding_log algorithm`), err.message);
     return true;
   });
 });
@@ -357,6 +490,12 @@ test('metrics count allowed and denied and observe the wait', async () => {
   assert.match(text, new RegExp(`ratelimit_denied_total\\{resource="${p.resource}",tenant="t"\\} 1`));
   assert.match(text, new RegExp(`ratelimit_wait_seconds_sum\\{resource="${p.resource}"\\} 0.75`));
   assert.match(text, new RegExp(`ratelimit_wait_seconds_count\\{resource="${p.resource}"\\} 1`));
+  // Names, help texts and buckets are core's, the same in every binding.
+  assert.match(text, /# HELP ratelimit_allowed_total Acquires allowed by the rate limiter\./);
+  assert.match(text, /# HELP ratelimit_denied_total Acquires denied by the rate limiter\./);
+  assert.match(text, /# HELP ratelimit_wait_seconds retry_after handed to denied callers, in seconds\./);
+  assert.match(text, new RegExp(`ratelimit_wait_seconds_bucket\\{le="0.001",resource="${p.resource}"\\} 0`));
+  assert.match(text, new RegExp(`ratelimit_wait_seconds_bucket\\{le="600",resource="${p.resource}"\\} 1`));
 
   const bare = new prom.Registry();
   const noTenant = new slidelimit.Metrics({ registry: bare });
@@ -369,3 +508,39 @@ test('concurrent acquires never admit more than the limit', async () => {
   const results = await Promise.all(Array.from({ length: 200 }, () => l.acquire('hot')));
   assert.equal(results.filter((d) => d.allowed).length, 50);
 });
+
+// Redis expires a key by PEXPIRE on its own clock; the caller's nowMs is only
+// the script's notion of time. The memory engine must do the same: a peek at a
+// far caller time, or other tenants' calls, never make it forget a tenant.
+for (const algorithm of ['sliding_log', 'sliding_counter']) {
+  test(`the memory engine expires keys on its clock, never on caller time (${algorithm})`, async () => {
+    const p = policy({ algorithm, limit: 1, windowMs: 60000 });
+    const sequences = {
+      'a peek at a far time': async (l) => [await l.peek('A', { nowMs: 1_000_000 })],
+      '5,000 peeks on other tenants': async (l) => {
+        const peeks = [];
+        for (let i = 0; i < 5000; i += 500) {
+          const batch = Array.from({ length: 500 }, (_, j) => l.peek(`other-${i + j}`, { nowMs: 5_000_000 }));
+          peeks.push(...(await Promise.all(batch)));
+        }
+        return peeks;
+      },
+    };
+    for (const [name, between] of Object.entries(sequences)) {
+      const onRedis = new Limiter(redis, { ...p, resource: unique('node') });
+      const inMemory = Limiter.memory(p);
+      const steps = async (l) => [
+        await l.acquire('A', { nowMs: 1000 }),
+        ...(await between(l)),
+        await l.acquire('A', { nowMs: 1001 }),
+      ];
+      const want = await steps(onRedis);
+      const got = await steps(inMemory);
+      assert.deepEqual(got, want, name);
+      const last = got[got.length - 1];
+      assert.equal(last.allowed, false, name);
+      if (algorithm === 'sliding_log') assert.equal(last.retryAfterMs, 59999, name);
+      await onRedis.reset('A');
+    }
+  });
+}

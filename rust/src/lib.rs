@@ -17,6 +17,9 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! Tenants are compared byte for byte, with no Unicode normalization: `"é"`
+//! and `"e\u{301}"` are two budgets. Normalize ids from user input first.
 
 pub mod blocking;
 mod metrics;
@@ -37,6 +40,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub struct Options {
     /// Upper bound for one call, connecting and the NOSCRIPT retry included.
     /// When it passes the call fails with `unavailable`, never with a decision.
+    /// Core's rule for every binding: 1 ms to 2^31 - 1 ms (about 24.8 days);
+    /// anything else (zero, under 1 ms) makes `connect` fail with
+    /// `invalid_argument` naming `timeout_ms`.
     pub timeout: Duration,
     /// Prometheus metrics to update on every decision; `None` records nothing.
     pub metrics: Option<Metrics>,
@@ -78,6 +84,12 @@ fn unavailable_after(timeout: Duration, what: &str) -> Error {
     )
 }
 
+/// The timeout by core's rule (`check_timeout_ms`), whole milliseconds.
+fn check_timeout(timeout: Duration) -> Result<()> {
+    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    slidelimit_core::check_timeout_ms(ms).map(drop)
+}
+
 fn system_now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -89,6 +101,7 @@ impl Limiter {
     /// Connects to a standalone Redis (`redis://`, or `rediss://` for TLS).
     /// The connection reconnects by itself after a restart.
     pub async fn connect(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
+        check_timeout(options.timeout)?;
         let timeout = options.timeout;
         let tls_ca = options.tls_ca_pem.as_deref();
         let connection =
@@ -104,6 +117,7 @@ impl Limiter {
         policy: Policy,
         options: Options,
     ) -> Result<Limiter> {
+        check_timeout(options.timeout)?;
         let timeout = options.timeout;
         let tls_ca = options.tls_ca_pem.as_deref();
         let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout, tls_ca))

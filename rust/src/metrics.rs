@@ -1,7 +1,12 @@
-//! Prometheus metrics with the names every binding shares.
+//! Prometheus metrics with the names, help texts, labels and buckets every
+//! binding shares (core's).
 
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
-use slidelimit_core::Decision;
+use slidelimit_core::{
+    wait_seconds, Decision, COUNTER_LABELS, COUNTER_LABELS_WITH_TENANT, METRIC_ALLOWED_TOTAL,
+    METRIC_ALLOWED_TOTAL_HELP, METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP, METRIC_WAIT_SECONDS,
+    METRIC_WAIT_SECONDS_HELP, WAIT_BUCKETS, WAIT_LABELS,
+};
 
 /// Counters of allowed and denied permits and a histogram of the waits
 /// handed to denied callers. Register once per registry and pass in
@@ -14,41 +19,27 @@ pub struct Metrics {
     tenant_label: bool,
 }
 
-/// Buckets for `ratelimit_wait_seconds`, from 1 ms to 10 min.
-const WAIT_BUCKETS: [f64; 12] = [
-    0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 600.0,
-];
-
 impl Metrics {
     /// Registers the metrics in `registry`. With `tenant_label` false the
     /// counters carry only `resource`, for deployments with unbounded tenants.
     pub fn register(registry: &Registry, tenant_label: bool) -> prometheus::Result<Metrics> {
         let labels: &[&str] = if tenant_label {
-            &["resource", "tenant"]
+            &COUNTER_LABELS_WITH_TENANT
         } else {
-            &["resource"]
+            &COUNTER_LABELS
         };
         let allowed = IntCounterVec::new(
-            Opts::new(
-                "ratelimit_allowed_total",
-                "Permits admitted by the rate limiter.",
-            ),
+            Opts::new(METRIC_ALLOWED_TOTAL, METRIC_ALLOWED_TOTAL_HELP),
             labels,
         )?;
         let denied = IntCounterVec::new(
-            Opts::new(
-                "ratelimit_denied_total",
-                "Acquires denied by the rate limiter.",
-            ),
+            Opts::new(METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP),
             labels,
         )?;
         let wait = HistogramVec::new(
-            HistogramOpts::new(
-                "ratelimit_wait_seconds",
-                "retry_after handed to denied callers, in seconds.",
-            )
-            .buckets(WAIT_BUCKETS.to_vec()),
-            &["resource"],
+            HistogramOpts::new(METRIC_WAIT_SECONDS, METRIC_WAIT_SECONDS_HELP)
+                .buckets(WAIT_BUCKETS.to_vec()),
+            &WAIT_LABELS,
         )?;
         registry.register(Box::new(allowed.clone()))?;
         registry.register(Box::new(denied.clone()))?;
@@ -74,7 +65,7 @@ impl Metrics {
             self.denied.with_label_values(labels).inc();
             self.wait
                 .with_label_values(&[resource])
-                .observe(decision.retry_after_ms as f64 / 1000.0);
+                .observe(wait_seconds(decision.retry_after_ms));
         }
     }
 }

@@ -1,5 +1,6 @@
 //! The only I/O in the binding: EVALSHA (with the NOSCRIPT fallback) and DEL
-//! on a standalone or Cluster connection. Error replies are classified by core.
+//! on a standalone or Cluster connection. What an error reply means (retry
+//! with EVAL, or which error) is core's table (`map_server_error`).
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -7,7 +8,8 @@ use redis::cluster_async::ClusterConnection;
 use redis::{IntoConnectionInfo, RedisError, TlsCertificates, Value};
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 use slidelimit_core::{
-    classify_server_error, Error, ErrorCode, Result, ScriptCall, ServerErrorKind,
+    map_command_error, map_server_error, map_server_error_after_retry, Error, ErrorCode, Result,
+    ScriptCall, ServerErrorAction,
 };
 use std::time::Duration;
 
@@ -75,14 +77,29 @@ impl Connection {
     /// (restart, failover, SCRIPT FLUSH) gets the text once through EVAL. The
     /// script did not run on NOSCRIPT, so the retry cannot double-count.
     pub(crate) async fn run_script(&self, call: &ScriptCall) -> Result<Vec<i64>> {
+        // Every script has one key; WRONGTYPE names it.
+        let key = call.keys.first().map_or("", String::as_str);
+        let algorithm = call.script.algorithm;
         let by_sha = script_command("EVALSHA", call.script.sha1(), call);
-        match self.query(&by_sha).await {
-            Ok(reply) => integers(reply),
-            Err(e) if server_kind(&e) == Some(ServerErrorKind::NoScript) => {
+        let e = match self.query(&by_sha).await {
+            Ok(reply) => return integers(reply),
+            Err(e) => e,
+        };
+        let Some(text) = server_text(&e) else {
+            return Err(unavailable(e));
+        };
+        match map_server_error(&text, key, algorithm) {
+            ServerErrorAction::Fail(error) => Err(error),
+            ServerErrorAction::RetryWithEval => {
                 let by_text = script_command("EVAL", call.script.text(), call);
-                integers(self.query(&by_text).await.map_err(from_redis)?)
+                match self.query(&by_text).await {
+                    Ok(reply) => integers(reply),
+                    Err(e) => Err(match server_text(&e) {
+                        Some(text) => map_server_error_after_retry(&text, key, algorithm),
+                        None => unavailable(e),
+                    }),
+                }
             }
-            Err(e) => Err(from_redis(e)),
         }
     }
 
@@ -139,6 +156,8 @@ fn integers(reply: Value) -> Result<Vec<i64>> {
     }
 }
 
+/// The server's error reply as it sent it (`NOSCRIPT No matching script...`);
+/// None when the command failed without one (connection, timeout, I/O).
 fn server_text(e: &RedisError) -> Option<String> {
     let code = e.code()?;
     Some(match e.detail() {
@@ -147,18 +166,16 @@ fn server_text(e: &RedisError) -> Option<String> {
     })
 }
 
-fn server_kind(e: &RedisError) -> Option<ServerErrorKind> {
-    server_text(e).map(|text| classify_server_error(&text))
+/// The server could not be used: never a decision.
+fn unavailable(e: RedisError) -> Error {
+    Error::new(ErrorCode::Unavailable, format!("redis unavailable: {e}"))
 }
 
-/// Maps a redis-rs error onto the shared taxonomy: a server's error reply is
-/// classified by core; everything else means the server could not be used.
+/// Maps a failed command that is not a script call (connecting, DEL): an
+/// error reply by core's table, anything else `unavailable`.
 pub(crate) fn from_redis(e: RedisError) -> Error {
-    match server_kind(&e) {
-        Some(ServerErrorKind::Final(code)) => Error::new(code, e.to_string()),
-        Some(ServerErrorKind::NoScript) => Error::new(ErrorCode::ScriptError, e.to_string()),
-        Some(ServerErrorKind::Redirect | ServerErrorKind::Transient) | None => {
-            Error::new(ErrorCode::Unavailable, format!("redis unavailable: {e}"))
-        }
+    match server_text(&e) {
+        Some(text) => map_command_error(&text),
+        None => unavailable(e),
     }
 }

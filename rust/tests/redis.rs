@@ -169,6 +169,10 @@ fn a_key_of_the_wrong_type_is_wrong_type() {
         .unwrap();
     let e = connect(p).acquire("t").unwrap_err();
     assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
+    // Core's message names the key and the algorithm, then the server's text.
+    let named = format!("key {key} holds a value the sliding_log algorithm does not use");
+    assert!(e.message().starts_with(&named), "{e}");
+    assert!(e.message().contains("WRONGTYPE"), "{e}");
 }
 
 #[test]
@@ -309,4 +313,75 @@ async fn async_limiter_shares_one_budget_across_tasks() {
         total, 50,
         "160 attempts against a limit of 50 admit exactly 50"
     );
+}
+
+#[test]
+fn a_timeout_below_one_ms_is_invalid_argument_naming_the_field() {
+    // Core's rule for every binding: a check always has a deadline.
+    for timeout in [Duration::ZERO, Duration::from_micros(500)] {
+        let options = || Options {
+            timeout,
+            ..Options::default()
+        };
+        let p = policy(Algorithm::SlidingLog, 1, 1000);
+        let url = redis_url();
+        let errors = [
+            blocking::Limiter::connect(&url, p.clone(), options()).err(),
+            blocking::Limiter::connect_cluster(&[url.as_str()], p.clone(), options()).err(),
+        ];
+        for e in errors {
+            let e = e.expect("a zero timeout must be refused");
+            assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+            assert_eq!(e.field(), Some("timeout_ms"), "{e}");
+        }
+    }
+    let too_long = Options {
+        timeout: Duration::from_millis(1 << 31),
+        ..Options::default()
+    };
+    let e = blocking::Limiter::connect(
+        &redis_url(),
+        policy(Algorithm::SlidingLog, 1, 1000),
+        too_long,
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.field(), Some("timeout_ms"));
+    let longest = Options {
+        timeout: Duration::from_millis((1 << 31) - 1),
+        ..Options::default()
+    };
+    let l = blocking::Limiter::connect(
+        &redis_url(),
+        policy(Algorithm::SlidingLog, 1, 1000),
+        longest,
+    )
+    .unwrap();
+    assert!(l.acquire("t").unwrap().allowed);
+}
+
+#[test]
+fn resp3_connections_decide_like_resp2() {
+    // `?protocol=resp3` in the URL switches redis-rs to RESP3 (HELLO 3): the
+    // script's reply is still an array of integers, the key the same.
+    let p = policy(Algorithm::SlidingLog, 2, 60_000);
+    let resp2 = connect(p.clone());
+    let resp3 = blocking::Limiter::connect(
+        &format!("{}?protocol=resp3", redis_url().trim_end_matches('/')),
+        p,
+        Options::default(),
+    )
+    .unwrap();
+    let t = 1_800_000_000_000;
+    assert_eq!(resp3.acquire_at("t", 1, t).unwrap().remaining, 1);
+    assert_eq!(resp2.acquire_at("t", 1, t).unwrap().remaining, 0);
+    let denied = resp3.acquire_at("t", 1, t + 10).unwrap();
+    assert!(!denied.allowed);
+    assert_eq!(denied.retry_after_ms, 59_990);
+    assert!(
+        resp3.acquire("u").unwrap().allowed,
+        "server time under RESP3"
+    );
+    resp3.reset("t").unwrap();
+    assert!(resp2.acquire_at("t", 2, t + 20).unwrap().allowed);
 }

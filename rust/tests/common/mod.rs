@@ -3,6 +3,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod tls;
+
 /// The server under test; `make test` (scripts/with-redis.sh) provides it.
 pub fn redis_url() -> String {
     std::env::var("SLIDELIMIT_TEST_REDIS_URL").expect(

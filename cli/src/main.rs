@@ -50,18 +50,20 @@ struct Target {
     /// The URLs are seeds of a Redis Cluster.
     #[arg(long)]
     cluster: bool,
-    #[arg(long, default_value = "rl")]
+    #[arg(long, default_value = slidelimit_core::DEFAULT_NAMESPACE)]
     namespace: String,
     #[arg(long)]
     resource: String,
+    /// Any UTF-8 string; bytes that are not UTF-8 are `invalid_argument`.
     #[arg(long)]
-    tenant: String,
+    tenant: std::ffi::OsString,
     /// sliding_log or sliding_counter.
-    #[arg(long, default_value = "sliding_log")]
+    #[arg(long, default_value = slidelimit_core::DEFAULT_ALGORITHM.as_str())]
     algorithm: String,
     #[arg(long)]
     window_ms: u64,
-    /// Per-call timeout; a slower or unreachable Redis is `unavailable`.
+    /// Per-call timeout, 1 to 2^31 - 1 ms (0 is invalid_argument); a slower
+    /// or unreachable Redis is `unavailable`.
     #[arg(long, default_value_t = 1000)]
     timeout_ms: u64,
     /// Print JSON (snake_case keys) instead of text.
@@ -129,6 +131,12 @@ pub fn exit_code_for(code: ErrorCode) -> u8 {
 }
 
 impl Target {
+    /// The tenant as core validates it: clap would call non-UTF-8 bytes a
+    /// usage error (exit 2), but the contract says `invalid_argument` (11).
+    fn tenant(&self) -> slidelimit::Result<&str> {
+        slidelimit_core::tenant_from_bytes(self.tenant.as_encoded_bytes())
+    }
+
     fn connect(&self, limit: u64) -> slidelimit::Result<blocking::Limiter> {
         let algorithm = Algorithm::parse(&self.algorithm)?;
         let policy = Policy::new(
@@ -172,8 +180,8 @@ fn decision_text(d: &Decision, cost: u64) -> String {
 }
 
 fn call(args: &CallArgs, peek: bool) -> Result<ExitCode, Failure> {
+    let tenant = args.target.tenant()?;
     let limiter = args.target.connect(args.limit)?;
-    let tenant = &args.target.tenant;
     let decision = match (peek, args.now_ms) {
         (false, None) => limiter.acquire_n(tenant, args.cost),
         (false, Some(now)) => limiter.acquire_at(tenant, args.cost, now),
@@ -190,10 +198,11 @@ fn call(args: &CallArgs, peek: bool) -> Result<ExitCode, Failure> {
 
 fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
     let t = &args.target;
+    let tenant = t.tenant()?;
     // The key does not depend on the limit; 1 is always valid.
     let limiter = t.connect(1)?;
-    limiter.reset(&t.tenant)?;
-    let key = limiter.policy().key(&t.tenant)?;
+    limiter.reset(tenant)?;
+    let key = limiter.policy().key(tenant)?;
     if t.json {
         println!(
             "{{\"reset\":true,\"key\":{}}}",

@@ -1,6 +1,9 @@
 //! The `slidelimit` binary as a user runs it: the demo's audited numbers, the
 //! replay log, and acquire/peek/reset against the test redis-server.
 
+// The helpers the library's integration tests use (the test Redis, unique
+// namespaces, free ports): one copy, in rust/tests/common.
+#[path = "../../rust/tests/common/mod.rs"]
 mod common;
 
 use std::process::{Command, Output};
@@ -97,12 +100,63 @@ fn simulate_boundary_and_flags() {
     assert_eq!(summary_row(&report, "sliding log").2, 50);
     assert!(report.contains("from 3 workers"));
 
-    let bad = slidelimit(&["simulate", "--limit", "0"]);
-    assert_eq!(bad.status.code(), Some(11));
-    assert!(stderr(&bad).starts_with("error: invalid_argument: limit:"));
+    // 0, and one past the most the sliding log accepts (10,000).
+    for limit in ["0", "10001"] {
+        let bad = slidelimit(&["simulate", "--limit", limit]);
+        assert_eq!(bad.status.code(), Some(11), "--limit {limit}");
+        assert!(
+            stderr(&bad).starts_with("error: invalid_argument: limit:"),
+            "--limit {limit}: {}",
+            stderr(&bad)
+        );
+    }
     let bad = slidelimit(&["simulate", "--start", "noon"]);
     assert_eq!(bad.status.code(), Some(11));
     assert!(stderr(&bad).contains("start:"));
+    // Past u64 (clap would wrap nothing, but a sum could), at 2^52 + 1, and a
+    // start whose run would end past 2^52: each names the start, none panics.
+    for start in [
+        "18446744073709551615",
+        "4503599627370497",
+        "4503599627370000",
+    ] {
+        let bad = slidelimit(&["simulate", "--start", start]);
+        assert_eq!(
+            bad.status.code(),
+            Some(11),
+            "--start {start}: {}",
+            stderr(&bad)
+        );
+        assert!(
+            stderr(&bad).starts_with("error: invalid_argument: start:"),
+            "--start {start}: {}",
+            stderr(&bad)
+        );
+    }
+}
+
+#[test]
+fn a_tenant_that_is_not_utf8_is_invalid_argument() {
+    use std::os::unix::ffi::OsStrExt;
+    let tenant = std::ffi::OsStr::from_bytes(b"a\xffb");
+    // Checked before any connection: nothing listens on this port.
+    let nobody = format!("redis://127.0.0.1:{}/", common::free_port());
+    for command in ["acquire", "peek", "reset"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_slidelimit"))
+            .args([command, "--resource", "geo", "--window-ms", "1000"])
+            .args(["--limit", "5"].iter().filter(|_| command != "reset"))
+            .arg("--tenant")
+            .arg(tenant)
+            .args(["--redis", &nobody])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(11), "{command}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("error: invalid_argument: tenant:"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 #[test]
@@ -329,4 +383,50 @@ fn errors_have_a_code_and_an_exit_status() {
         out.stdout.is_empty(),
         "an unreachable Redis is never a decision"
     );
+}
+
+#[test]
+fn a_zero_timeout_is_invalid_argument_on_every_subcommand() {
+    let url = common::redis_url();
+    let target = [
+        "--redis",
+        url.as_str(),
+        "--resource",
+        "geo",
+        "--tenant",
+        "t",
+        "--window-ms",
+        "1000",
+        "--timeout-ms",
+        "0",
+    ];
+    for verb in ["acquire", "peek", "reset"] {
+        let mut args = vec![verb];
+        args.extend(target);
+        if verb != "reset" {
+            args.extend(["--limit", "1"]);
+        }
+        let out = slidelimit(&args);
+        assert_eq!(out.status.code(), Some(11), "{verb}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("error: invalid_argument: timeout_ms: must be at least 1 ms"),
+            "{verb}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty(), "{verb}: no decision");
+    }
+    let ns = common::unique_namespace("cli-timeout");
+    let path = vector_file(&ns, VECTORS);
+    let out = slidelimit(&[
+        "replay",
+        path.to_str().unwrap(),
+        "--redis",
+        &url,
+        "--timeout-ms",
+        "0",
+    ]);
+    std::fs::remove_file(path).unwrap();
+    assert_eq!(out.status.code(), Some(11), "{}", stderr(&out));
+    assert!(stderr(&out).starts_with("error: invalid_argument: timeout_ms:"));
+    assert!(out.stdout.is_empty(), "no error line per vector");
 }

@@ -330,6 +330,10 @@ fn decision_lines(v: &DecisionVector, redis: Option<Store>) -> Vec<String> {
 }
 
 pub fn run(args: &ReplayArgs) -> std::result::Result<(), Failure> {
+    if args.redis.is_some() {
+        // Once, up front: not as an error line for every decision vector.
+        slidelimit_core::check_timeout_ms(args.timeout_ms)?;
+    }
     let vectors = load(&args.file)?;
     let redis = args.redis.as_deref().map(|url| Store {
         url,

@@ -9,6 +9,7 @@
 use crate::Failure;
 use clap::{Args, ValueEnum};
 use slidelimit::{blocking, Algorithm, Error, MemoryEngine, Options, Policy, Result};
+use slidelimit_core::MAX_NOW_MS;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
@@ -38,7 +39,7 @@ pub enum Pattern {
 
 #[derive(Debug, Args)]
 pub struct SimulateArgs {
-    /// Permits per window.
+    /// Permits per window, at most 10000 (the most the sliding log accepts).
     #[arg(long, default_value_t = 600)]
     limit: u64,
     /// The window in milliseconds.
@@ -200,7 +201,9 @@ fn invalid(field: &'static str, problem: impl std::fmt::Display) -> Error {
 
 impl Scenario {
     fn new(args: &SimulateArgs) -> Result<Scenario> {
-        // Policy::new is the one place limit and window_ms are validated.
+        // Policy::new is the one place limit and window_ms are validated. As
+        // a sliding log it also caps the limit at MAX_LOG_LIMIT, which bounds
+        // the bursts of `limit` requests the patterns send.
         Policy::new(
             "sim",
             RESOURCE,
@@ -219,12 +222,6 @@ impl Scenario {
         }
         let start_ms = parse_start(&args.start)?;
         let (limit, w) = (args.limit, args.window_ms);
-        if limit > 1_000_000 {
-            return Err(invalid(
-                "limit",
-                "at most 1000000 in the simulator (it sends bursts of `limit`)",
-            ));
-        }
         let mut b = Builder {
             events: Vec::new(),
             workers: args.workers,
@@ -280,6 +277,15 @@ impl Scenario {
             return Err(invalid("duration_s", "the pattern sends no request"));
         }
         b.events.sort_unstable();
+        // Every request's time goes to the limiters as now_ms: the whole run
+        // must fit below core's bound, not only its start.
+        let last = b.events.last().map_or(start_ms, |e| e.at_ms);
+        if last > MAX_NOW_MS {
+            return Err(invalid(
+                "start",
+                format!("the run would end at {last} ms, past 2^52 ms; start earlier"),
+            ));
+        }
         Ok(Scenario {
             limit,
             window_ms: w,
@@ -296,6 +302,9 @@ impl Scenario {
 /// HH:MM[:SS] on the demo day, or Unix milliseconds.
 fn parse_start(s: &str) -> Result<u64> {
     if let Ok(ms) = s.parse::<u64>() {
+        if ms > MAX_NOW_MS {
+            return Err(invalid("start", "must be at most 2^52 Unix milliseconds"));
+        }
         return Ok(ms);
     }
     let parts: Vec<&str> = s.split(':').collect();

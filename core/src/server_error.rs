@@ -1,0 +1,287 @@
+//! The one table that maps an error reply from Redis to what a binding does
+//! with it: retry once with EVAL, or report an [`Error`] with the code every
+//! binding reports for it. `docs/protocol.md` ("Errors") shows the table.
+
+use crate::error::{Error, ErrorCode};
+use crate::policy::Algorithm;
+
+/// What a binding does with one error reply from Redis to a script call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerErrorAction {
+    /// NOSCRIPT: send the same call once as EVAL on the same connection/node.
+    RetryWithEval,
+    /// Anything else: this error, final for the call.
+    Fail(Error),
+}
+
+/// How the scripts start the error reply for an argument that breaks a rule
+/// of the contract; the field's name, `: ` and the problem follow.
+const INVALID_ARGUMENT_REPLY: &str = "ERR slidelimit invalid_argument ";
+
+/// The field names core uses, so that a field named by a script maps to the
+/// same `&'static str` a check in core would report.
+const FIELDS: [&str; 8] = [
+    "limit",
+    "window_ms",
+    "cost",
+    "now_ms",
+    "tenant",
+    "namespace",
+    "resource",
+    "algorithm",
+];
+
+/// The rows of the table, without the messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Row {
+    NoScript,
+    Redirect,
+    Transient,
+    InvalidArgument,
+    WrongType,
+    PermissionDenied,
+    Other,
+}
+
+pub(crate) fn row(reply: &str) -> Row {
+    match reply.split_whitespace().next().unwrap_or("") {
+        "NOSCRIPT" => return Row::NoScript,
+        "MOVED" | "ASK" => return Row::Redirect,
+        "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" => {
+            return Row::Transient
+        }
+        "NOPERM" => return Row::PermissionDenied,
+        _ => {}
+    }
+    // The scripts check their arguments as core does and name the field.
+    if reply.starts_with(INVALID_ARGUMENT_REPLY) {
+        return Row::InvalidArgument;
+    }
+    // Inside a script the server wraps the command's error in its own text
+    // ("ERR Error running script ...: WRONGTYPE ..."); the scripts also answer
+    // `WRONGTYPE slidelimit: ...` for a key of the right type holding data
+    // slidelimit did not write.
+    if reply.contains("WRONGTYPE") {
+        Row::WrongType
+    } else if reply.contains("NOPERM") || reply.contains("No permissions") {
+        Row::PermissionDenied
+    } else {
+        Row::Other
+    }
+}
+
+/// Maps one error reply from Redis to a script call. `reply` is the server's
+/// error text (`"NOSCRIPT No matching script..."`, with the error prefix);
+/// `key` and `algorithm` are the call's, so a WRONGTYPE names them.
+pub fn map_server_error(reply: &str, key: &str, algorithm: Algorithm) -> ServerErrorAction {
+    match row(reply) {
+        Row::NoScript => ServerErrorAction::RetryWithEval,
+        row => ServerErrorAction::Fail(final_error(row, reply, Some((key, algorithm)))),
+    }
+}
+
+/// Maps an error reply to the EVAL sent after a NOSCRIPT (or any error once the
+/// retry is spent): a NOSCRIPT again means the server will not run the script,
+/// a `script_error`; everything else maps as in [`map_server_error`].
+pub fn map_server_error_after_retry(reply: &str, key: &str, algorithm: Algorithm) -> Error {
+    final_error(row(reply), reply, Some((key, algorithm)))
+}
+
+/// Maps an error reply to a command that is not a script call (connecting,
+/// `DEL` for a reset) by the same table, with no retry. Such a command is
+/// about no rule's key, so a WRONGTYPE message is the reply alone.
+pub fn map_command_error(reply: &str) -> Error {
+    final_error(row(reply), reply, None)
+}
+
+fn final_error(row: Row, reply: &str, call: Option<(&str, Algorithm)>) -> Error {
+    match row {
+        Row::NoScript | Row::Other => Error::new(ErrorCode::ScriptError, reply),
+        Row::Redirect => Error::new(
+            ErrorCode::Unavailable,
+            format!("redis unavailable: the cluster's slot map is changing; retry ({reply})"),
+        ),
+        Row::Transient => Error::new(
+            ErrorCode::Unavailable,
+            format!("redis unavailable: {reply}"),
+        ),
+        Row::WrongType => match call {
+            Some((key, algorithm)) => Error::new(
+                ErrorCode::WrongType,
+                format!(
+                    "key {key} holds a value the {} algorithm does not use \
+                     (another program's key, or the other algorithm's): {reply}",
+                    algorithm.as_str()
+                ),
+            ),
+            None => Error::new(ErrorCode::WrongType, reply),
+        },
+        Row::PermissionDenied => Error::new(ErrorCode::PermissionDenied, reply),
+        Row::InvalidArgument => invalid_argument(&reply[INVALID_ARGUMENT_REPLY.len()..]),
+    }
+}
+
+/// `<field>: <problem>` from a script: core's error for that field. A field
+/// core does not know keeps the code, without a field.
+fn invalid_argument(rest: &str) -> Error {
+    let named = rest.split_once(": ").and_then(|(name, problem)| {
+        FIELDS
+            .iter()
+            .find(|f| **f == name)
+            .map(|field| Error::invalid(field, problem))
+    });
+    named.unwrap_or_else(|| Error::new(ErrorCode::InvalidArgument, rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KEY: &str = "rl:{geocode:t-1}:log:60000";
+    const LOG: Algorithm = Algorithm::SlidingLog;
+
+    fn fail(reply: &str) -> Error {
+        match map_server_error(reply, KEY, LOG) {
+            ServerErrorAction::Fail(e) => e,
+            ServerErrorAction::RetryWithEval => panic!("{reply}: retry, expected an error"),
+        }
+    }
+
+    #[test]
+    fn noscript_retries_once_then_is_a_script_error() {
+        let reply = "NOSCRIPT No matching script. Please use EVAL.";
+        assert_eq!(
+            map_server_error(reply, KEY, LOG),
+            ServerErrorAction::RetryWithEval
+        );
+        let after = map_server_error_after_retry(reply, KEY, LOG);
+        assert_eq!(after.code(), ErrorCode::ScriptError);
+        assert_eq!(after.message(), reply);
+    }
+
+    #[test]
+    fn a_redirect_that_surfaces_is_unavailable() {
+        for reply in ["MOVED 3999 127.0.0.1:7001", "ASK 3999 127.0.0.1:7001"] {
+            let e = fail(reply);
+            assert_eq!(e.code(), ErrorCode::Unavailable, "{reply}");
+            assert!(e.message().contains("slot map is changing; retry"), "{e}");
+            assert!(e.message().contains(reply), "{e}");
+            assert_eq!(map_server_error_after_retry(reply, KEY, LOG), e);
+        }
+    }
+
+    #[test]
+    fn transient_server_states_are_unavailable() {
+        for reply in [
+            "LOADING Redis is loading the dataset in memory",
+            "BUSY Redis is busy running a script.",
+            "TRYAGAIN Multiple keys request during rehashing of slot",
+            "CLUSTERDOWN The cluster is down",
+            "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
+            "READONLY You can't write against a read only replica.",
+        ] {
+            let e = fail(reply);
+            assert_eq!(e.code(), ErrorCode::Unavailable, "{reply}");
+            assert_eq!(e.message(), format!("redis unavailable: {reply}"));
+            assert_eq!(map_server_error_after_retry(reply, KEY, LOG), e);
+        }
+    }
+
+    #[test]
+    fn wrongtype_names_the_key_and_the_algorithm() {
+        for reply in [
+            "WRONGTYPE Operation against a key holding the wrong kind of value script: x",
+            "ERR Error running script (call to f_x): @user_script:1: WRONGTYPE Operation against a key",
+            "WRONGTYPE slidelimit: the key holds data slidelimit did not write (...)",
+        ] {
+            let e = fail(reply);
+            assert_eq!(e.code(), ErrorCode::WrongType, "{reply}");
+            assert_eq!(e.field(), None);
+            assert!(
+                e.message().starts_with(&format!(
+                    "key {KEY} holds a value the sliding_log algorithm does not use"
+                )),
+                "{e}"
+            );
+            assert!(e.message().ends_with(reply), "{e}");
+        }
+        let counter = "rl:{geocode:t-1}:counter:60000";
+        let ServerErrorAction::Fail(e) =
+            map_server_error("WRONGTYPE Operation", counter, Algorithm::SlidingCounter)
+        else {
+            panic!("WRONGTYPE must fail");
+        };
+        assert!(e.message().contains(counter), "{e}");
+        assert!(e.message().contains("the sliding_counter algorithm"), "{e}");
+    }
+
+    #[test]
+    fn noperm_is_permission_denied() {
+        for reply in [
+            "NOPERM User rl has no permissions to access the 'x' key",
+            "ERR Error running script (call to f_x): @user_script:1: NOPERM this user has no permissions",
+            "ERR Error running script: No permissions to access a key",
+        ] {
+            let e = fail(reply);
+            assert_eq!(e.code(), ErrorCode::PermissionDenied, "{reply}");
+            assert_eq!(e.message(), reply);
+        }
+    }
+
+    #[test]
+    fn a_scripts_invalid_argument_names_cores_field() {
+        for (field, problem) in [
+            ("limit", "must be at least 1"),
+            ("window_ms", "must be at least 1"),
+            ("cost", "exceeds the limit; such a request could never pass"),
+            ("now_ms", "must be at most 2^52"),
+        ] {
+            let reply = format!("ERR slidelimit invalid_argument {field}: {problem}");
+            let e = fail(&reply);
+            assert_eq!(e, Error::invalid(field, problem), "{reply}");
+            assert_eq!(e.field(), Some(field));
+            assert_eq!(e.message(), format!("{field}: {problem}"));
+        }
+        // A field core does not name keeps the code, without a field.
+        let e = fail("ERR slidelimit invalid_argument speed: too fast");
+        assert_eq!(e.code(), ErrorCode::InvalidArgument);
+        assert_eq!(e.field(), None);
+        assert_eq!(e.message(), "speed: too fast");
+    }
+
+    #[test]
+    fn a_command_that_is_no_call_maps_by_the_same_table() {
+        for reply in [
+            "NOSCRIPT No matching script.",
+            "MOVED 3999 127.0.0.1:7001",
+            "LOADING Redis is loading",
+            "NOPERM no permissions",
+            "ERR slidelimit invalid_argument cost: must be at least 1",
+            "ERR unknown command",
+        ] {
+            assert_eq!(
+                map_command_error(reply),
+                map_server_error_after_retry(reply, KEY, LOG),
+                "{reply}"
+            );
+        }
+        let e = map_command_error("WRONGTYPE Operation");
+        assert_eq!(e.code(), ErrorCode::WrongType);
+        assert_eq!(e.message(), "WRONGTYPE Operation");
+    }
+
+    #[test]
+    fn anything_else_is_a_script_error() {
+        for reply in [
+            "ERR slidelimit: bad",
+            "ERR Error running script (call to f_x): @user_script:9: attempt to compare nil",
+            "ERR unknown command 'EVALSHA'",
+            "",
+        ] {
+            let e = fail(reply);
+            assert_eq!(e.code(), ErrorCode::ScriptError, "{reply:?}");
+            assert_eq!(e.message(), reply);
+            assert_eq!(map_server_error_after_retry(reply, KEY, LOG), e);
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! Policies: algorithm names, validation, keys and slots, and the per-call
+//! timeout rule every binding shares.
+
+use crate::boundary::{
+    boundary, input_str, invalid, out, reference, tenant_input, too_small, Failure, MessageOut,
+};
+use crate::result::slidelimit_result;
+use slidelimit_core::{slot, Algorithm, Policy};
+
+/// Values of the `algorithm` parameters (passed as `uint32_t`, so that an
+/// out-of-range value from C is an error instead of undefined behaviour).
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum slidelimit_algorithm {
+    /// Exact: one entry per admitted permit (key tag `log`).
+    SlidingLog = 1,
+    /// Approximate, O(1) memory (key tag `counter`).
+    SlidingCounter = 2,
+}
+
+/// A validated policy. Made by `slidelimit_policy_new`, released by
+/// `slidelimit_policy_free`. Immutable: safe to share between threads.
+pub struct slidelimit_policy {
+    pub(crate) inner: Policy,
+}
+
+/// A buffer of this many bytes always holds any key `slidelimit_policy_key`
+/// can produce (64-byte names, a 512-byte tenant escaped to at most 1536).
+pub const SLIDELIMIT_KEY_MAX: usize = 2048;
+
+pub(crate) fn parse_algorithm(value: u32) -> Result<Algorithm, Failure> {
+    match value {
+        v if v == slidelimit_algorithm::SlidingLog as u32 => Ok(Algorithm::SlidingLog),
+        v if v == slidelimit_algorithm::SlidingCounter as u32 => Ok(Algorithm::SlidingCounter),
+        other => Err(invalid(
+            "algorithm",
+            format!("unknown value {other} (1 = sliding_log, 2 = sliding_counter)"),
+        )),
+    }
+}
+
+/// Parses an algorithm name (`"sliding_log"`, `"sliding_counter"`) into its
+/// `slidelimit_algorithm` value.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_algorithm_parse(
+    name: *const u8,
+    name_len: usize,
+    out_algorithm: *mut u32,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+) -> slidelimit_result {
+    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+        let out_algorithm = out("out_algorithm", out_algorithm)?;
+        let name = input_str("algorithm", name, name_len)?;
+        let value = match Algorithm::parse(name)? {
+            Algorithm::SlidingLog => slidelimit_algorithm::SlidingLog,
+            Algorithm::SlidingCounter => slidelimit_algorithm::SlidingCounter,
+        };
+        *out_algorithm = value as u32;
+        Ok(())
+    })
+}
+
+/// Validates a policy and returns it in `*out_policy` (release it with
+/// `slidelimit_policy_free`). `ns` (the namespace) and `resource` are UTF-8 bytes;
+/// `algorithm` is a `slidelimit_algorithm` value. On failure the message
+/// names the field at fault.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_policy_new(
+    ns: *const u8,
+    ns_len: usize,
+    resource: *const u8,
+    resource_len: usize,
+    algorithm: u32,
+    limit: u64,
+    window_ms: u64,
+    out_policy: *mut *mut slidelimit_policy,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+) -> slidelimit_result {
+    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+        let out_policy = out("out_policy", out_policy)?;
+        let namespace = input_str("namespace", ns, ns_len)?;
+        let resource = input_str("resource", resource, resource_len)?;
+        let algorithm = parse_algorithm(algorithm)?;
+        let inner = Policy::new(namespace, resource, algorithm, limit, window_ms)?;
+        *out_policy = Box::into_raw(Box::new(slidelimit_policy { inner }));
+        Ok(())
+    })
+}
+
+/// Releases a policy from `slidelimit_policy_new`. NULL is ignored.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_policy_free(policy: *mut slidelimit_policy) {
+    crate::boundary::free_box(policy);
+}
+
+/// Writes the Redis key of `tenant` (UTF-8 bytes, 1..=512) under `policy`
+/// into `buf` (not NUL-terminated) and its length into `*out_len`, and the
+/// key's Cluster slot into `*out_slot` when that is not NULL. A buffer of
+/// `SLIDELIMIT_KEY_MAX` bytes always suffices; a smaller one that cannot hold
+/// the key gives `SLIDELIMIT_RESULT_BUFFER_TOO_SMALL` and writes nothing.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_policy_key(
+    policy: *const slidelimit_policy,
+    tenant: *const u8,
+    tenant_len: usize,
+    buf: *mut u8,
+    buf_cap: usize,
+    out_len: *mut usize,
+    out_slot: *mut u16,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+) -> slidelimit_result {
+    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+        let policy = reference("policy", policy)?;
+        let out_len = out("out_len", out_len)?;
+        let tenant = tenant_input(tenant, tenant_len)?;
+        let key = policy.inner.key(tenant)?;
+        if key.len() > buf_cap {
+            return Err(too_small("buf", "the key", key.len(), "bytes", buf_cap));
+        }
+        let buf = out("buf", buf)?;
+        std::ptr::copy_nonoverlapping(key.as_ptr(), buf, key.len());
+        *out_len = key.len();
+        if !out_slot.is_null() {
+            *out_slot = slot(&key);
+        }
+        Ok(())
+    })
+}
+
+/// The Redis Cluster slot of any key (UTF-8 bytes), by Redis's hash-tag rule.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_key_slot(
+    key: *const u8,
+    key_len: usize,
+    out_slot: *mut u16,
+) -> slidelimit_result {
+    boundary(MessageOut::NONE, || {
+        let out_slot = out("out_slot", out_slot)?;
+        let key = input_str("key", key, key_len)?;
+        *out_slot = slot(key);
+        Ok(())
+    })
+}
+
+/// Checks a per-call timeout in milliseconds by the rule every binding shares
+/// (core's `check_timeout_ms`): 1 ..= 2^31 - 1. 0 is `invalid_argument`: a
+/// check always has a deadline. On failure the message names `timeout_ms`.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_check_timeout_ms(
+    timeout_ms: u64,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+) -> slidelimit_result {
+    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+        slidelimit_core::check_timeout_ms(timeout_ms)?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ptr::null_mut;
+
+    #[test]
+    fn key_max_holds_the_largest_key() {
+        let name = "n".repeat(64);
+        let policy = Policy::new(&name, &name, Algorithm::SlidingCounter, 1, 1 << 52).unwrap();
+        let worst = policy.key(&"%".repeat(512)).unwrap();
+        assert!(worst.len() <= SLIDELIMIT_KEY_MAX, "{}", worst.len());
+    }
+
+    #[test]
+    fn out_params_are_untouched_on_failure() {
+        let mut policy: *mut slidelimit_policy = null_mut();
+        let mut buf = [0u8; 64];
+        let mut len = 0usize;
+        let r = unsafe {
+            slidelimit_policy_new(
+                b"rl".as_ptr(),
+                2,
+                b"geo".as_ptr(),
+                3,
+                1,
+                0,
+                1000,
+                &mut policy,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, slidelimit_result::InvalidArgument);
+        assert!(policy.is_null());
+        assert!(std::str::from_utf8(&buf[..len])
+            .unwrap()
+            .starts_with("limit:"));
+    }
+
+    #[test]
+    fn a_key_buffer_too_small_says_what_it_needs() {
+        let p = slidelimit_policy {
+            inner: Policy::new("rl", "geocode", Algorithm::SlidingLog, 3, 1000).unwrap(),
+        };
+        let mut key = [b'x'; 8];
+        let mut len = 77usize;
+        let mut msg = [0u8; 128];
+        let mut msg_len = 0usize;
+        let r = unsafe {
+            slidelimit_policy_key(
+                &p,
+                b"t".as_ptr(),
+                1,
+                key.as_mut_ptr(),
+                key.len(),
+                &mut len,
+                null_mut(),
+                msg.as_mut_ptr(),
+                msg.len(),
+                &mut msg_len,
+            )
+        };
+        assert_eq!(r, slidelimit_result::BufferTooSmall);
+        assert_eq!((len, key), (77, [b'x'; 8]));
+        assert_eq!(
+            std::str::from_utf8(&msg[..msg_len]).unwrap(),
+            "buf: the key needs 23 bytes, buf_cap is 8"
+        );
+    }
+
+    #[test]
+    fn timeout_zero_is_invalid_naming_the_field() {
+        let mut buf = [0u8; 128];
+        let mut len = 0usize;
+        let r = unsafe { slidelimit_check_timeout_ms(0, buf.as_mut_ptr(), buf.len(), &mut len) };
+        assert_eq!(r, slidelimit_result::InvalidArgument);
+        assert!(std::str::from_utf8(&buf[..len])
+            .unwrap()
+            .starts_with("timeout_ms:"));
+        let r = unsafe { slidelimit_check_timeout_ms(1000, null_mut(), 0, null_mut()) };
+        assert_eq!(r, slidelimit_result::Ok);
+        let r = unsafe { slidelimit_check_timeout_ms(1 << 31, null_mut(), 0, null_mut()) };
+        assert_eq!(r, slidelimit_result::InvalidArgument);
+    }
+}

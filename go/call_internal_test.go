@@ -1,0 +1,92 @@
+package slidelimit
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Core builds a call into one Go buffer; when the first guess is too small
+// (here: far too small, one byte short, exact, roomy), core says how much it
+// needs and the second try is exact.
+func TestBuildCallRetriesWithTheSizeCoreNeeds(t *testing.T) {
+	p := Policy{Namespace: "rl", Resource: "geocode", Algorithm: SlidingCounter, Limit: 600, WindowMs: 60_000}
+	h, err := newPolicyHandle(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.free()
+	tenant := strings.Repeat("{", 512)
+	want := scriptCall{
+		keys: []string{"rl:{geocode:" + strings.Repeat("%7B", 512) + "}:counter:60000"},
+		args: []any{"600", "60000", "2", ""},
+	}
+	for _, size := range []int{1, 100, len(want.keys[0]) + 8, len(want.keys[0]) + 9, 4096} {
+		h.mu.RLock()
+		call, err := h.buildCallSized(tenant, 2, nil, modeAcquire, size)
+		h.mu.RUnlock()
+		if err != nil {
+			t.Fatalf("first buffer %d: %v", size, err)
+		}
+		if len(call.keys) != 1 || call.keys[0] != want.keys[0] || len(call.args) != 4 {
+			t.Fatalf("first buffer %d: %q", size, call)
+		}
+		for i, arg := range call.args {
+			if arg != want.args[i] {
+				t.Fatalf("first buffer %d: arg %d is %q, want %q", size, i, arg, want.args[i])
+			}
+		}
+	}
+	h.mu.RLock()
+	_, err = h.buildCallSized("t", 0, nil, modeAcquire, 1)
+	h.mu.RUnlock()
+	var e *Error
+	if !errors.As(err, &e) || e.Code != ErrInvalidArgument || !strings.HasPrefix(e.Message, "cost:") {
+		t.Fatalf("invalid cost with a small buffer: %v", err)
+	}
+}
+
+// Error replies map by core's table, with core's messages: Go adds nothing.
+func TestServerErrorsMapByCoresTable(t *testing.T) {
+	h, err := newPolicyHandle(Policy{Namespace: "rl", Resource: "geocode", Algorithm: SlidingLog, Limit: 3, WindowMs: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.free()
+	const key = "rl:{geocode:t}:log:1000"
+	cases := []struct {
+		reply      string
+		afterRetry bool
+		retry      bool
+		code       Code
+		message    string
+	}{
+		{"NOSCRIPT No matching script. Please use EVAL.", false, true, 0, ""},
+		{"NOSCRIPT No matching script. Please use EVAL.", true, false, ErrScriptError, "NOSCRIPT No matching script. Please use EVAL."},
+		{"MOVED 3999 127.0.0.1:7001", false, false, ErrUnavailable, "redis unavailable: the cluster's slot map is changing; retry (MOVED 3999 127.0.0.1:7001)"},
+		{"LOADING Redis is loading", true, false, ErrUnavailable, "redis unavailable: LOADING Redis is loading"},
+		{"WRONGTYPE Operation against a key", false, false, ErrWrongType, "key " + key + " holds a value the sliding_log algorithm does not use"},
+		{"NOPERM User rl has no permissions", false, false, ErrPermissionDenied, "NOPERM User rl has no permissions"},
+		{"ERR slidelimit invalid_argument cost: must be at least 1", false, false, ErrInvalidArgument, "cost: must be at least 1"},
+		{"ERR Error running script: boom", false, false, ErrScriptError, "ERR Error running script: boom"},
+	}
+	for _, c := range cases {
+		retry, code, message := h.mapServerError(c.reply, key, c.afterRetry)
+		if retry != c.retry || code != c.code || !strings.HasPrefix(message, c.message) {
+			t.Errorf("%q (after retry %v): retry %v, %v %q; want retry %v, %v %q...",
+				c.reply, c.afterRetry, retry, code, message, c.retry, c.code, c.message)
+		}
+		// A command that is no script call (Reset's DEL): never a retry, and
+		// a WRONGTYPE names no key.
+		code, message = mapCommandError(c.reply)
+		wantCode, wantMessage := c.code, c.message
+		if c.retry {
+			wantCode, wantMessage = ErrScriptError, c.reply
+		} else if c.code == ErrWrongType {
+			wantMessage = c.reply
+		}
+		if code != wantCode || !strings.HasPrefix(message, wantMessage) {
+			t.Errorf("%q as a command: %v %q, want %v %q...", c.reply, code, message, wantCode, wantMessage)
+		}
+	}
+}

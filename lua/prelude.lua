@@ -1,0 +1,91 @@
+local read_only = false
+-- slidelimit prelude: what both scripts share. It never runs alone: core
+-- (core/src/script.rs) sends this file followed by one algorithm's file as
+-- one script text, lua/prelude.lua + lua/sliding_log.lua or lua/prelude.lua +
+-- lua/sliding_counter.lua, byte for byte (by hand: `cat lua/prelude.lua
+-- lua/sliding_log.lua`). For the peek variant core replaces the first line
+-- with `local read_only = true`: the script reads the same state and writes
+-- nothing. The contract is docs/protocol.md.
+-- KEYS[1]  the key (one per tenant, algorithm and window).
+-- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
+-- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
+-- Defines, for the script that follows: read_only, key, max_number, int,
+-- limit, window, cost, now (read from TIME when ARGV[4] is empty) and
+-- argument_error.
+--
+-- No function is defined here for the common path but int: Redis runs the
+-- whole text on every call, and each `local function` makes a new closure
+-- every time (a version with two more helper functions here cost 860 to
+-- 1,820 instructions per check; docs/benchmarks.md).
+local key = KEYS[1]
+-- 2^52: every product and sum the scripts form stays an exact integer in a double.
+local max_number = 4503599627370496
+
+-- Every number handed to redis.call goes through this: never tostring, which
+-- prints 1e+14, which PEXPIRE, RPUSH and HINCRBY would store wrongly or reject.
+local function int(n)
+  return string.format('%d', n)
+end
+
+-- Core's rules (docs/protocol.md, "Policy and call validation"), in core's
+-- order. Fast path: one pattern match, then `+ 0` (one conversion; tonumber
+-- makes two) and a few comparisons; the checks that name the field run only
+-- when these fail. A script may have its own bound on limit (the log does),
+-- which comes after the rules on limit and window_ms and before those on
+-- cost and now_ms: so the prelude returns at once for the earlier rules and
+-- leaves the error of a later one in argument_error. Every script returns
+-- argument_error when it is set (after its own bound, if any), before it
+-- touches its key.
+local limit, window, cost, now
+if #KEYS == 1 and #ARGV == 4
+    and string.find(ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4], '^%d+ %d+ %d+ %d*$') then
+  limit, window, cost = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0
+  if ARGV[4] ~= '' then
+    now = ARGV[4] + 0
+  end
+end
+local argument_error
+if not (limit and limit >= 1 and window >= 1 and limit * window <= max_number
+    and cost >= 1 and cost <= limit and (now == nil or now <= max_number)) then
+  if #KEYS ~= 1 or #ARGV ~= 4 then
+    return redis.error_reply('ERR slidelimit: expected one key and four arguments')
+  end
+  local function invalid_argument(field, problem)
+    return redis.error_reply('ERR slidelimit invalid_argument ' .. field .. ': ' .. problem)
+  end
+  local names = {'limit', 'window_ms', 'cost'}
+  for i = 1, 3 do
+    if not string.find(ARGV[i], '^%d+$') then
+      return invalid_argument(names[i], 'must be a decimal integer (digits only)')
+    end
+  end
+  if not string.find(ARGV[4], '^%d*$') then
+    return invalid_argument('now_ms', 'must be empty or a decimal integer (digits only)')
+  elseif limit < 1 then
+    return invalid_argument('limit', 'must be at least 1')
+  elseif window < 1 then
+    return invalid_argument('window_ms', 'must be at least 1')
+  elseif limit * window > max_number then
+    return invalid_argument('limit', 'limit * window_ms exceeds 2^52; lower the limit or the window')
+  elseif cost < 1 then
+    argument_error = invalid_argument('cost', 'must be at least 1')
+  elseif cost > limit then
+    argument_error = invalid_argument('cost', 'exceeds the limit; such a request could never pass')
+  else
+    argument_error = invalid_argument('now_ms', 'must be at most 2^52')
+  end
+end
+
+-- The server's clock when the caller gave none. Read here, before a
+-- script's own bound on limit: a log call over its cap with now_ms empty
+-- (a call core never builds) reads TIME and is then refused.
+if not (now or argument_error) then
+  -- Redis 6 needs effects replication before TIME may precede a write; 7 has it always.
+  if redis.replicate_commands then
+    redis.replicate_commands()
+  end
+  local t = redis.call('TIME')
+  -- Arithmetic converts each field once (tonumber would convert twice).
+  now = t[1] * 1000 + math.floor(t[2] / 1000)
+end
+

@@ -1,0 +1,305 @@
+//! The scripts guard themselves against a real redis-server: arguments a
+//! binding should never send are rejected as core rejects them (same code,
+//! same field, nothing written), and a key of the right type holding data
+//! slidelimit did not write is an error before any write, never an admission.
+
+mod common;
+
+use common::{raw_connection, redis_url, unique_namespace};
+use slidelimit::{blocking, Algorithm, ErrorCode, MemoryEngine, Mode, Options, Policy, Script};
+use slidelimit_core::{map_server_error, ScriptCall, ServerErrorAction, MAX_LOG_LIMIT};
+
+/// Sends the script's text with EVAL (no SHA, no binding in between).
+fn eval_raw(
+    con: &mut redis::Connection,
+    script: Script,
+    key: &str,
+    args: &[&str],
+) -> Result<Vec<i64>, redis::RedisError> {
+    redis::cmd("EVAL")
+        .arg(script.text())
+        .arg(1)
+        .arg(key)
+        .arg(args)
+        .query(con)
+}
+
+/// The code core gives the error reply, and the field it names, if any.
+fn classify(e: &redis::RedisError) -> (ErrorCode, Option<String>) {
+    let text = match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        (Some(code), None) => code.to_owned(),
+        _ => panic!("not a server error reply: {e:?}"),
+    };
+    // Core's table, as a binding maps the reply (the field is core's name for it).
+    let ServerErrorAction::Fail(error) = map_server_error(&text, "k", Algorithm::SlidingLog) else {
+        panic!("not a final error: {text}")
+    };
+    (error.code(), error.field().map(str::to_owned))
+}
+
+fn exists(con: &mut redis::Connection, key: &str) -> bool {
+    redis::cmd("EXISTS").arg(key).query::<i64>(con).unwrap() == 1
+}
+
+/// Every bad argument of the issue and more: (limit, window_ms, cost, now_ms)
+/// and the field at fault. Both the scripts and the in-memory engine must
+/// answer invalid_argument naming it.
+const BAD: &[([&str; 4], &str)] = &[
+    (["10", "60000", "-1", "1000000"], "cost"),
+    (["10", "60000", "0", "1000000"], "cost"),
+    (["10", "60000", "1.5", "1000000"], "cost"),
+    (["10", "60000", "0x2", "1000000"], "cost"),
+    (["10", "60000", "1e0", "1000000"], "cost"),
+    (["10", "60000", " 5", "1000000"], "cost"),
+    (["10", "60000", "5 ", "1000000"], "cost"),
+    (["10", "60000", "+5", "1000000"], "cost"),
+    (["10", "60000", "", "1000000"], "cost"),
+    (["10", "60000", "11", "1000000"], "cost"),
+    (["10", "60000", "inf", "1000000"], "cost"),
+    (
+        ["10", "60000", "99999999999999999999999", "1000000"],
+        "cost",
+    ),
+    (["0", "60000", "1", "1000000"], "limit"),
+    (["-10", "60000", "1", "1000000"], "limit"),
+    (["10.0", "60000", "1", "1000000"], "limit"),
+    (["1e1", "60000", "1", "1000000"], "limit"),
+    (["nan", "60000", "1", "1000000"], "limit"),
+    (["10", "0", "1", "1000000"], "window_ms"),
+    (["10", "6e4", "1", "1000000"], "window_ms"),
+    (["10", "0x10", "1", "1000000"], "window_ms"),
+    (["67108865", "67108864", "1", "1000000"], "limit"),
+    (["10", "99999999999999999999999", "1", "1000000"], "limit"),
+    (["10", "60000", "1", "-1"], "now_ms"),
+    (["10", "60000", "1", "1.5"], "now_ms"),
+    (["10", "60000", "1", " 1"], "now_ms"),
+    (["10", "60000", "1", "1e6"], "now_ms"),
+    (["10", "60000", "1", "4503599627370497"], "now_ms"),
+    (["10", "60000", "1", "99999999999999999999999"], "now_ms"),
+    // The first field at fault, in the order core checks them.
+    (["x", "0", "-1", "y"], "limit"),
+    (["0", "0", "0", "y"], "now_ms"),
+    (["0", "0", "0", "1"], "limit"),
+    (["10", "0", "11", "1"], "window_ms"),
+    (["10", "60000", "11", "4503599627370497"], "cost"),
+];
+
+#[test]
+fn bad_arguments_are_invalid_argument_and_write_nothing() {
+    let mut con = raw_connection();
+    let ns = unique_namespace("args");
+    let engine = MemoryEngine::new();
+    let over_cap = (MAX_LOG_LIMIT + 1).to_string();
+    let log_only: [([&str; 4], &str); 2] = [
+        ([over_cap.as_str(), "60000", "1", "1000000"], "limit"),
+        ([over_cap.as_str(), "60000", "1", ""], "limit"),
+    ];
+    let mut checked = 0;
+    for script in Script::ALL {
+        let key = format!("{ns}:{{geocode:t}}:{}:60000", script.algorithm.key_tag());
+        let cases = BAD.iter().chain(
+            log_only
+                .iter()
+                .filter(|_| script.algorithm == Algorithm::SlidingLog),
+        );
+        for (args, field) in cases {
+            let e = eval_raw(&mut con, script, &key, args)
+                .expect_err(&format!("{script:?} {args:?} must fail"));
+            let (code, named) = classify(&e);
+            assert_eq!(code, ErrorCode::InvalidArgument, "{script:?} {args:?}: {e}");
+            assert_eq!(named.as_deref(), Some(*field), "{script:?} {args:?}: {e}");
+            assert!(!exists(&mut con, &key), "{script:?} {args:?} wrote the key");
+            // The in-memory engine answers the same.
+            let call = ScriptCall {
+                script,
+                keys: vec![key.clone()],
+                args: args.iter().map(|a| a.to_string()).collect(),
+            };
+            let mem = engine.eval(&call, 1_000_000).unwrap_err();
+            assert_eq!(mem.code(), code, "{script:?} {args:?}: {mem}");
+            assert_eq!(mem.field(), Some(*field), "{script:?} {args:?}: {mem}");
+            checked += 1;
+        }
+        // Wrong shapes are script errors, for both alike.
+        for args in [&["10", "60000", "1"][..], &["10", "60000", "1", "", ""][..]] {
+            let e = eval_raw(&mut con, script, &key, args).unwrap_err();
+            assert_eq!(classify(&e).0, ErrorCode::ScriptError, "{e}");
+        }
+        // The bounds themselves pass (and write, for acquire): delete after.
+        let cap = MAX_LOG_LIMIT.to_string();
+        for args in [
+            ["10", "60000", "10", ""],
+            ["10", "60000", "1", "4503599627370496"],
+            ["010", "060000", "01", "0"],
+            [cap.as_str(), "60000", "1", "1000000"],
+            ["1", "4503599627370496", "1", "1000000"],
+        ] {
+            let reply = eval_raw(&mut con, script, &key, &args)
+                .unwrap_or_else(|e| panic!("{script:?} {args:?}: {e}"));
+            assert_eq!(reply.len(), 5);
+            let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+        }
+    }
+    assert_eq!(engine.key_count(), 0);
+    eprintln!("script guards: {checked} bad argument lists, all invalid_argument, nothing written");
+}
+
+// ------------------------------------------------------------ foreign data
+
+const T: u64 = 1_800_000_000_000;
+
+fn policy(ns: &str, algorithm: Algorithm, limit: u64) -> Policy {
+    Policy::new(ns, "geocode", algorithm, limit, 60_000).unwrap()
+}
+
+/// A key's content and TTL, to prove a call changed nothing.
+fn snapshot(con: &mut redis::Connection, key: &str) -> (Vec<String>, i64) {
+    let kind: String = redis::cmd("TYPE").arg(key).query(con).unwrap();
+    let content: Vec<String> = match kind.as_str() {
+        "list" => redis::cmd("LRANGE").arg(key).arg(0).arg(-1).query(con),
+        "hash" => redis::cmd("HGETALL").arg(key).query(con),
+        other => panic!("{key} is a {other}"),
+    }
+    .unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(con).unwrap();
+    (content, ttl)
+}
+
+/// Stores `items` (a list, or hash field/value pairs) without a TTL, then
+/// checks that acquires and peeks at each time are wrong_type and leave the key
+/// exactly as it was (no admission, no write, still no TTL).
+fn assert_foreign_rejected(algorithm: Algorithm, limit: u64, items: &[&str], times: &[u64]) {
+    let mut con = raw_connection();
+    let ns = unique_namespace("foreign");
+    let p = policy(&ns, algorithm, limit);
+    let key = p.key("t").unwrap();
+    let write = match algorithm {
+        Algorithm::SlidingLog => "RPUSH",
+        Algorithm::SlidingCounter => "HSET",
+    };
+    let _: i64 = redis::cmd(write)
+        .arg(&key)
+        .arg(items)
+        .query(&mut con)
+        .unwrap();
+    let before = snapshot(&mut con, &key);
+    assert_eq!(before.1, -1, "stored without a TTL");
+    let limiter = blocking::Limiter::connect(&redis_url(), p, Options::default()).unwrap();
+    for &now in times {
+        for cost in [1, limit] {
+            for mode in [Mode::Acquire, Mode::Peek] {
+                let result = match mode {
+                    Mode::Acquire => limiter.acquire_at("t", cost, now),
+                    Mode::Peek => limiter.peek_at("t", cost, now),
+                };
+                let e = result.expect_err(&format!(
+                    "{algorithm:?} {items:?} at {now} cost {cost} {mode:?} must fail"
+                ));
+                assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
+                assert!(e.message().contains("data slidelimit did not write"), "{e}");
+                assert_eq!(
+                    snapshot(&mut con, &key),
+                    before,
+                    "{items:?} at {now} {mode:?} changed the key"
+                );
+            }
+        }
+    }
+    let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+}
+
+#[test]
+fn a_counter_key_with_a_foreign_field_is_an_error_before_any_write() {
+    // The issue's case: the first acquire used to record a permit and then
+    // fail, leaving the key without a TTL for good.
+    assert_foreign_rejected(
+        Algorithm::SlidingCounter,
+        10,
+        &["note", "hello"],
+        &[T, T + 1],
+    );
+    // A foreign field next to a real-looking one.
+    let old = (T - T % 60_000 - 120_000).to_string();
+    assert_foreign_rejected(
+        Algorithm::SlidingCounter,
+        10,
+        &[&old, "3", "note", "hello"],
+        &[T],
+    );
+}
+
+#[test]
+fn a_counter_key_with_a_count_that_is_not_an_integer_is_an_error() {
+    let cur = (T - T % 60_000).to_string();
+    let prev = (T - T % 60_000 - 60_000).to_string();
+    for bad in [
+        "hello",
+        "1.5",
+        "-3",
+        "",
+        "inf",
+        "nan",
+        "1e300",
+        "4503599627370497",
+    ] {
+        assert_foreign_rejected(Algorithm::SlidingCounter, 10, &[&cur, bad], &[T]);
+        assert_foreign_rejected(Algorithm::SlidingCounter, 10, &[&prev, bad], &[T]);
+    }
+}
+
+#[test]
+fn a_log_key_with_entries_that_are_not_timestamps_is_an_error_before_any_write() {
+    // The issue's case, at times where the head is live, expired, or both.
+    let items = ["1000", "x", "1000", "1000", "1000", "1000"];
+    assert_foreign_rejected(Algorithm::SlidingLog, 10, &items, &[1500, 1_000_000, T]);
+    for bad in [
+        "x",
+        "1.5",
+        "-3",
+        "",
+        "inf",
+        "nan",
+        "1e300",
+        "4503599627370497",
+    ] {
+        // The oldest entry, the second oldest, the newest.
+        assert_foreign_rejected(Algorithm::SlidingLog, 10, &[bad, "1000"], &[1500, T]);
+        assert_foreign_rejected(Algorithm::SlidingLog, 10, &["1000", bad], &[1500, T]);
+        assert_foreign_rejected(
+            Algorithm::SlidingLog,
+            10,
+            &["1000", "1000", "1000", bad],
+            &[1500],
+        );
+    }
+}
+
+#[test]
+fn foreign_entries_deep_in_a_log_are_found_where_the_script_reads() {
+    // A binary-search probe after an idle gap: 101 expired entries, the
+    // first probe (index 51) is foreign.
+    let mut items = vec!["1000"; 101];
+    items[51] = "x";
+    assert_foreign_rejected(Algorithm::SlidingLog, 200, &items, &[T]);
+    // The k-th oldest entry of a denial: limit 5, five live entries, cost 3
+    // needs the third (index 2), which neither the head nor the newest is.
+    let items = ["1000", "1000", "x", "1000", "1000"];
+    let mut con = raw_connection();
+    let ns = unique_namespace("foreign");
+    let p = policy(&ns, Algorithm::SlidingLog, 5);
+    let key = p.key("t").unwrap();
+    let _: i64 = redis::cmd("RPUSH")
+        .arg(&key)
+        .arg(&items)
+        .query(&mut con)
+        .unwrap();
+    let limiter = blocking::Limiter::connect(&redis_url(), p, Options::default()).unwrap();
+    let e = limiter.acquire_at("t", 3, 1500).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
+    assert_eq!(
+        snapshot(&mut con, &key),
+        (items.map(String::from).to_vec(), -1)
+    );
+    let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+}
