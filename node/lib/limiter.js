@@ -434,11 +434,18 @@ class MemoryLimiter {
   #clock;
   #metrics;
 
-  constructor(policy, options = {}) {
+  constructor(policy, options) {
     this.#policy = createPolicy(policy);
-    this.#engine = options.engine || new core.MemoryEngine();
-    this.#clock = options.clock || Date.now;
-    this.#metrics = options.metrics || null;
+    const opts = readLimiterOptions(options);
+    if (opts.engine !== undefined && !(opts.engine instanceof core.MemoryEngine)) {
+      throw invalid('engine', 'must be a MemoryEngine from this package');
+    }
+    if (opts.clock !== undefined && typeof opts.clock !== 'function') {
+      throw invalid('clock', 'must be a function returning Unix milliseconds');
+    }
+    this.#engine = opts.engine || new core.MemoryEngine();
+    this.#clock = opts.clock || Date.now;
+    this.#metrics = checkMetrics(opts.metrics);
     this.policy = describe(this.#policy);
   }
 

@@ -168,6 +168,20 @@ test('limiter options: timeout, options and metrics are checked when the limiter
   }
 });
 
+test('memory limiter options are checked when the limiter is made, as on Redis', async () => {
+  for (const options of [null, 'fast', 5]) {
+    await assertInvalid(() => new MemoryLimiter(policy(), options), 'options');
+    await assertInvalid(() => Limiter.memory(policy(), options), 'options');
+  }
+  for (const metrics of [5, 'yes', true, {}, { observe: 1 }]) {
+    await assertInvalid(() => new MemoryLimiter(policy(), { metrics }), 'metrics');
+  }
+  await assertInvalid(() => new MemoryLimiter(policy(), { clock: 5 }), 'clock');
+  await assertInvalid(() => new MemoryLimiter(policy(), { engine: {} }), 'engine');
+  const m = new MemoryLimiter(policy(), { metrics: null, clock: () => 1000 });
+  assert.equal((await m.acquire('t')).nowMs, 1000);
+});
+
 test('a client whose keyPrefix would split the budget is refused', async () => {
   const cases = [
     [() => new Redis({ lazyConnect: true, keyPrefix: 'app:' }), /ioredis keyPrefix 'app:' would put/],
