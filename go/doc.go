@@ -8,10 +8,13 @@
 //
 //	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379"})
 //	limiter, err := slidelimit.New(client, slidelimit.Policy{
-//		Namespace: "rl", Resource: "geocode", Algorithm: slidelimit.SlidingLog,
-//		Limit: 600, WindowMs: 60_000,
+//		Resource: "geocode", // Namespace "rl" and Algorithm SlidingLog unless set
+//		Limit:    600,
+//		Window:   60 * time.Second,
 //	})
-//	if err != nil { ... }
+//	if err != nil {
+//		return err
+//	}
 //	defer limiter.Close()
 //	d, err := limiter.Acquire(ctx, "tenant-17")
 //	switch {
@@ -19,6 +22,9 @@
 //	case err != nil: // a bug or a bad tenant
 //	case !d.Allowed: // come back after d.RetryAfter()
 //	}
+//
+// The examples (ExampleNew, ExampleNewMemory, ExampleCodeOf, ...) are the
+// snippets of docs/go.md, compiled and run by go test.
 //
 // Redis errors are never decisions: an unreachable or slow Redis is
 // ErrUnavailable, never "denied" and never "allowed".

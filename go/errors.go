@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 )
@@ -35,8 +36,16 @@ const (
 	ErrInternal Code = C.SLIDELIMIT_RESULT_INTERNAL
 )
 
-// ErrClosed is returned by a Limiter used after Close.
-var ErrClosed = errors.New("slidelimit: limiter is closed")
+// ErrClosed is the cause of the error a Limiter returns when it is used after
+// Close. That error is an *Error like every other failure, with the code
+// ErrInvalidArgument (using a closed Limiter is a bug in the caller), so both
+// errors.Is(err, ErrClosed) and errors.Is(err, ErrInvalidArgument) hold.
+var ErrClosed = errors.New("limiter is closed")
+
+// errClosed is what a Limiter used after Close returns.
+func errClosed() error {
+	return &Error{Code: ErrInvalidArgument, Message: ErrClosed.Error(), Err: ErrClosed}
+}
 
 var (
 	namesOnce sync.Once
@@ -58,8 +67,21 @@ func (c Code) String() string {
 	return resultName(c)
 }
 
-// Error makes each Code usable as a sentinel error.
+// Error makes each Code usable as a sentinel error: "slidelimit: " and the tag.
 func (c Code) Error() string { return "slidelimit: " + c.String() }
+
+// Format prints the bare tag for %s, %v and %q ("invalid_argument", quoted
+// for %q), as String says; without it fmt would print Error's text, which
+// wins over String. Flags and width apply to the tag. The integer verbs (%d,
+// %x, ...) print the C ABI's number.
+func (c Code) Format(f fmt.State, verb rune) {
+	switch verb {
+	case 's', 'v', 'q':
+		fmt.Fprintf(f, fmt.FormatString(f, verb), c.String())
+	default:
+		fmt.Fprintf(f, fmt.FormatString(f, verb), uint32(c))
+	}
+}
 
 // Error is what every failing call returns: a stable Code, a message that
 // names the field at fault when there is one, and the underlying cause (for

@@ -606,12 +606,14 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"window_ms:", func(p *slidelimit.Policy) { p.WindowMs = 0 }},
 		{"limit:", func(p *slidelimit.Policy) { p.Limit, p.WindowMs = 1<<26, 1<<26+1 }}, // limit * window > 2^52
 		{"limit:", func(p *slidelimit.Policy) { p.Limit, p.WindowMs = math.MaxUint64, 2 }},
-		{"namespace:", func(p *slidelimit.Policy) { p.Namespace = "" }},
+		{"namespace:", func(p *slidelimit.Policy) { p.Namespace = "rl:v2" }}, // "" is DefaultNamespace
 		{"namespace:", func(p *slidelimit.Policy) { p.Namespace = "a{b}" }},
 		{"namespace:", func(p *slidelimit.Policy) { p.Namespace = strings.Repeat("n", 65) }},
 		{"resource:", func(p *slidelimit.Policy) { p.Resource = "}" }},
 		{"resource:", func(p *slidelimit.Policy) { p.Resource = "geo\xffcode" }},
-		{"algorithm:", func(p *slidelimit.Policy) { p.Algorithm = "" }},
+		{"algorithm:", func(p *slidelimit.Policy) { p.Algorithm = "sliding log" }}, // "" is DefaultAlgorithm
+		{"window:", func(p *slidelimit.Policy) { p.Window = 2 * time.Second }},     // and WindowMs too
+		{"window:", func(p *slidelimit.Policy) { p.WindowMs, p.Window = 0, time.Millisecond/2 }},
 	}
 	for _, c := range policies {
 		p := good

@@ -83,11 +83,15 @@ func newPolicyHandle(p Policy) (*policyHandle, error) {
 	if err != nil {
 		return nil, err
 	}
+	windowMs, err := p.windowMs()
+	if err != nil {
+		return nil, err
+	}
 	var ptr *C.slidelimit_policy
 	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
 		return C.slidelimit_policy_new(bytesPtr(p.Namespace), C.size_t(len(p.Namespace)),
 			bytesPtr(p.Resource), C.size_t(len(p.Resource)), alg,
-			C.uint64_t(p.Limit), C.uint64_t(p.WindowMs), &ptr, msg, msgCap, msgLen)
+			C.uint64_t(p.Limit), C.uint64_t(windowMs), &ptr, msg, msgCap, msgLen)
 	}
 	if r := run(nil, nil); r != C.SLIDELIMIT_RESULT_OK {
 		return nil, failure(r, run)
@@ -141,7 +145,7 @@ func (h *policyHandle) buildCall(tenant string, cost uint64, now *uint64, mode c
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.ptr == nil {
-		return scriptCall{}, ErrClosed
+		return scriptCall{}, errClosed()
 	}
 	var nowPtr *C.uint64_t
 	if now != nil {
@@ -206,7 +210,7 @@ func (h *policyHandle) key(tenant string) (string, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.ptr == nil {
-		return "", ErrClosed
+		return "", errClosed()
 	}
 	buf := make([]byte, C.SLIDELIMIT_KEY_MAX)
 	var n C.size_t
@@ -352,7 +356,7 @@ func (h *memoryHandle) check(p *policyHandle, tenant string, cost uint64, now *u
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if h.ptr == nil || p.ptr == nil {
-		return Decision{}, ErrClosed
+		return Decision{}, errClosed()
 	}
 	var nowPtr *C.uint64_t
 	if now != nil {
@@ -383,7 +387,7 @@ func (h *memoryHandle) reset(p *policyHandle, tenant string) (bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
 	if h.ptr == nil || p.ptr == nil {
-		return false, ErrClosed
+		return false, errClosed()
 	}
 	var removed C.bool
 	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelimit/slidelimit/go/internal/verbatim"
 )
 
-// Algorithm names a rate-limiting algorithm by its contract name.
+// Algorithm names a rate-limiting algorithm by its contract name. The zero
+// value "" stands for DefaultAlgorithm in a Policy.
 type Algorithm string
 
 const (
@@ -20,15 +23,59 @@ const (
 	SlidingCounter Algorithm = "sliding_counter"
 )
 
-// Policy is one rate limit: at most Limit permits per rolling WindowMs
-// milliseconds for each tenant, under keys `<Namespace>:{<Resource>:<tenant>}:...`.
-// It is validated by slidelimit-core when a Limiter is made.
+// Core's defaults, which the zero values of Policy.Namespace and
+// Policy.Algorithm stand for (as in the Node binding).
+const (
+	DefaultNamespace = "rl"
+	DefaultAlgorithm = SlidingLog
+)
+
+// Policy is one rate limit: at most Limit permits per rolling window for each
+// tenant, under keys `<Namespace>:{<Resource>:<tenant>}:...`. It is validated
+// by slidelimit-core when a Limiter is made; a bad field is ErrInvalidArgument
+// naming it.
 type Policy struct {
+	// Namespace prefixes every key; empty means DefaultNamespace ("rl").
 	Namespace string
 	Resource  string
+	// Algorithm: empty means DefaultAlgorithm (SlidingLog).
 	Algorithm Algorithm
 	Limit     uint64
-	WindowMs  uint64
+	// Window is the rolling window as a Duration, a whole number of
+	// milliseconds (60 * time.Second). Set exactly one of Window and WindowMs.
+	Window time.Duration
+	// WindowMs is the rolling window in milliseconds (60_000).
+	WindowMs uint64
+}
+
+// withDefaults fills the zero Namespace and Algorithm with core's defaults.
+func (p Policy) withDefaults() Policy {
+	if verbatim.Policy.Load() {
+		return p
+	}
+	if p.Namespace == "" {
+		p.Namespace = DefaultNamespace
+	}
+	if p.Algorithm == "" {
+		p.Algorithm = DefaultAlgorithm
+	}
+	return p
+}
+
+// windowMs is the window in milliseconds, from exactly one of Window and
+// WindowMs (neither leaves 0, which core rejects naming window_ms).
+func (p Policy) windowMs() (uint64, error) {
+	switch {
+	case p.Window == 0:
+		return p.WindowMs, nil
+	case p.WindowMs != 0:
+		return 0, &Error{Code: ErrInvalidArgument, Message: fmt.Sprintf(
+			"window: set Window or WindowMs, not both (Window %v, WindowMs %d)", p.Window, p.WindowMs)}
+	case p.Window < 0 || p.Window%time.Millisecond != 0:
+		return 0, &Error{Code: ErrInvalidArgument, Message: fmt.Sprintf(
+			"window: must be a positive whole number of milliseconds, got %v", p.Window)}
+	}
+	return uint64(p.Window / time.Millisecond), nil
 }
 
 // Decision is what a check answered. Times are milliseconds.
@@ -108,7 +155,7 @@ func New(client redis.UniversalClient, p Policy, opts ...Option) (*Limiter, erro
 	if err != nil {
 		return nil, err
 	}
-	alg, err := parseAlgorithm(string(p.Algorithm))
+	alg, err := parseAlgorithm(string(l.policy.Algorithm))
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -147,6 +194,7 @@ func newLimiter(p Policy, opts []Option) (*Limiter, error) {
 	if err := checkTimeout(cfg.timeout); err != nil {
 		return nil, err
 	}
+	p = p.withDefaults()
 	h, err := newPolicyHandle(p)
 	if err != nil {
 		return nil, err
@@ -174,7 +222,8 @@ func honoursContext(client redis.UniversalClient) bool {
 	return false
 }
 
-// Policy is the policy the Limiter checks.
+// Policy is the policy the Limiter checks, with an empty Namespace or
+// Algorithm filled in with the defaults.
 func (l *Limiter) Policy() Policy { return l.policy }
 
 // Close releases the C memory the Limiter holds; it does not close the Redis

@@ -78,7 +78,8 @@ func TestPolicyValidationNamesTheField(t *testing.T) {
 		field  string
 		modify func(*slidelimit.Policy)
 	}{
-		{"namespace:", func(p *slidelimit.Policy) { p.Namespace = "" }},
+		{"namespace:", func(p *slidelimit.Policy) { p.Namespace = "rl:v2" }},
+		{"namespace:", func(p *slidelimit.Policy) { p.Namespace = strings.Repeat("n", 65) }},
 		{"resource:", func(p *slidelimit.Policy) { p.Resource = "geo:code" }},
 		{"resource:", func(p *slidelimit.Policy) { p.Resource = "\xff" }},
 		{"algorithm:", func(p *slidelimit.Policy) { p.Algorithm = "fixed_window" }},

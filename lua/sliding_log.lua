@@ -25,8 +25,11 @@ end
 -- (One literal: Lua does not fold `..` of constants, it would concatenate on every call.)
 local foreign = 'WRONGTYPE slidelimit: the key holds data slidelimit did not write (a log entry that is not an integer timestamp); delete it or use another namespace'
 
--- An entry at s counts for now in [s, s + W): entries <= horizon are expired.
-local horizon = now - window
+-- The time rule (docs/protocol.md, "Time"): callers' clocks may disagree, so
+-- a check is evaluated at t = max(now, newest recorded entry), an admission is
+-- recorded at t, and nothing is dropped unless it has expired at the newest
+-- recorded time. An entry at s counts at t iff t < s + W: entries <= horizon
+-- are expired.
 -- The two oldest entries arrive in one call: in steady state at most one of
 -- them has expired. (Every redis.call and every string-to-number conversion
 -- costs here, so the script makes as few as it can; see docs/benchmarks.md.)
@@ -54,39 +57,8 @@ local function at(i) -- 0-based index into the list as it is now
   end
 end
 
-local expired = 0
-while expired < #head and head[expired + 1] <= horizon do
-  expired = expired + 1
-end
-if expired == 2 and len > 2 then
-  -- A long idle gap: binary-search the first live entry instead of walking.
-  local lo, hi = 2, len
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    local s = at(mid)
-    if not s then
-      return redis.error_reply(foreign)
-    end
-    if s <= horizon then
-      lo = mid + 1
-    else
-      hi = mid
-    end
-  end
-  expired = lo
-end
-
-local function drop_expired()
-  if expired == 1 then
-    redis.call('LPOP', key)
-  elseif expired > 1 then
-    redis.call('LTRIM', key, int(expired), '-1')
-  end
-end
-
-local count = len - expired
 local newest = nil
-if count > 0 then
+if len > 0 then
   if len <= #head then
     newest = head[len]
   else
@@ -96,17 +68,51 @@ if count > 0 then
     end
   end
 end
+local t = now
+if newest and newest > t then
+  t = newest
+end
+local horizon = t - window
 
-if count + cost <= limit then
-  -- Never place an entry before one already recorded (caller clocks may disagree).
-  local r = now
-  if newest and newest > r then
-    r = newest
+local expired = 0
+while expired < #head and head[expired + 1] <= horizon do
+  expired = expired + 1
+end
+if expired == 2 and len > 2 then
+  if newest <= horizon then
+    expired = len
+  else
+    -- A long idle gap: binary-search the first live entry instead of walking
+    -- (the newest, at len - 1, is live).
+    local lo, hi = 2, len - 1
+    while lo < hi do
+      local mid = math.floor((lo + hi) / 2)
+      local s = at(mid)
+      if not s then
+        return redis.error_reply(foreign)
+      end
+      if s <= horizon then
+        lo = mid + 1
+      else
+        hi = mid
+      end
+    end
+    expired = lo
   end
-  local ttl = r + window - now
+end
+
+local count = len - expired
+if count + cost <= limit then
+  -- Recorded at t: after it t is the newest recorded time, so every entry
+  -- expired at t may go.
+  local ttl = t + window - now
   if not read_only then
-    drop_expired()
-    local stamp = int(r)
+    if expired == 1 then
+      redis.call('LPOP', key)
+    elseif expired > 1 then
+      redis.call('LTRIM', key, int(expired), '-1')
+    end
+    local stamp = int(t)
     if cost == 1 then
       redis.call('RPUSH', key, stamp)
     else
@@ -136,7 +142,9 @@ if not kth then
 end
 local retry_after = kth + window - now
 local reset_after = newest + window - now
-if not read_only then
-  drop_expired()
-end
+-- A denial drops nothing. Only what has expired at the newest recorded time
+-- may ever go, and the admission that recorded the newest entry already
+-- dropped all of that; what a leading caller sees expired (s <= now - W, as
+-- 1,000,000 in issue 12) still counts at newest, where a lagging caller is
+-- evaluated.
 return {0, math.max(0, limit - count), retry_after, reset_after, now}

@@ -142,7 +142,11 @@ def fuzz(sequences: int, seed: int) -> None:
         for _ in range(rng.randrange(1, 40)):
             # Mostly bursts inside one window, sometimes a jump over several.
             now += rng.choice([0, 0, 1, rng.randrange(window + 1), rng.randrange(4 * window + 1)])
-            steps.append({"now_ms": now, "tenant": rng.choice(["a", "b"]), "cost": rng.randint(1, limit)})
+            caller = now
+            if algorithm == "sliding_log" and rng.random() < 0.3:
+                # Clocks that disagree (the time rule): a caller behind or ahead.
+                caller = max(0, now + rng.randrange(-2 * window, 2 * window + 1))
+            steps.append({"now_ms": caller, "tenant": rng.choice(["a", "b"]), "cost": rng.randint(1, limit)})
         model.derive_decision_steps(policy, steps)
 
 

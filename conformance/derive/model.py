@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import binascii
 import bisect
+import random
 from dataclasses import dataclass
 
 MAX_LIMIT_TIMES_WINDOW = 2**52
@@ -151,16 +152,19 @@ class Decision:
 
 
 class SlidingLog:
-    """The exact log of one key: a plain list of admitted permit timestamps."""
+    """The exact log of one key: a plain list of every admitted permit's
+    timestamp, never trimmed (the model keeps what an implementation may drop,
+    so a drop that changes a later decision shows as a disagreement).
+
+    The time rule (docs/protocol.md, "Time"): callers' clocks may disagree, so
+    a check at caller time `now` is evaluated at t = max(now, newest recorded
+    admission) and an admission is recorded at t. retry_after and reset_after
+    are relative to the caller's now."""
 
     def __init__(self, limit: int, window: int):
         self.limit = limit
         self.window = window
         self.entries: list[int] = []
-        # Entries dropped so far and the latest time seen, to prove that a
-        # vector going back in time does not depend on when entries were dropped.
-        self.dropped: list[int] = []
-        self.latest_now: int | None = None
         self.hits: set[str] = set()
 
     def counts_at(self, s: int, t: int) -> bool:
@@ -170,69 +174,91 @@ class SlidingLog:
     def count_at(self, t: int) -> int:
         return sum(1 for s in self.entries if self.counts_at(s, t))
 
-    def passes(self, t: int, cost: int) -> bool:
-        return self.count_at(t) + cost <= self.limit
+    def eval_time(self, now: int, entries: list[int] | None = None) -> int:
+        entries = self.entries if entries is None else entries
+        return max([now] + entries)
+
+    def caller_count(self, now: int) -> int:
+        """What a check at caller time `now` counts."""
+        return self.count_at(self.eval_time(now))
+
+    def passes(self, now: int, cost: int) -> bool:
+        return self.caller_count(now) + cost <= self.limit
 
     def acquire(self, now: int, cost: int) -> Decision:
         W, L = self.window, self.limit
-        if self.latest_now is not None and now < self.latest_now:
-            stale = [s for s in self.dropped if self.counts_at(s, now)]
-            if stale:
-                raise ModelError(f"clock regression to {now} would revive dropped entries {stale}")
-        self.latest_now = now if self.latest_now is None else max(self.latest_now, now)
-
-        self.dropped += [s for s in self.entries if not self.counts_at(s, now)]
-        self.entries = [s for s in self.entries if self.counts_at(s, now)]
-        count = len(self.entries)
+        t = self.eval_time(now)
+        if t > now:
+            self.hits.add("log-lagging-caller")
+        live = sorted(s for s in self.entries if self.counts_at(s, t))
+        count = len(live)
         allowed = count + cost <= L
         if allowed:
-            r = max([now] + self.entries)
-            self.entries += [r] * cost
+            self.entries += [t] * cost
+        elif self.entries and now > max(self.entries) and any(
+                not self.counts_at(s, now) and self.counts_at(s, max(self.entries)) for s in self.entries):
+            # A leading caller denied while some entry is expired for its clock
+            # but not at the newest admission (the case of issue 12).
+            self.hits.add("log-leading-denied")
 
         remaining = self._brute_remaining(now)
         reset_after = self._brute_reset(now)
         retry_after = 0 if allowed else self._brute_retry(now, cost)
 
         # The closed forms of the contract.
-        ordered = sorted(self.entries)
         if allowed:
             agree("log remaining", remaining, L - count - cost)
-            agree("log reset_after", reset_after, r + W - now)
+            agree("log reset_after", reset_after, t + W - now)
         else:
             k = count + cost - L
             self.hits.add("log-denied-k=1" if k == 1 else "log-denied-k>1")
             agree("log remaining", remaining, max(0, L - count))
-            agree("log retry_after (k-th oldest)", retry_after, ordered[k - 1] + W - now)
-            agree("log reset_after", reset_after, ordered[-1] + W - now)
+            agree("log retry_after (k-th oldest)", retry_after, live[k - 1] + W - now)
+            agree("log reset_after", reset_after, max(self.entries) + W - now)
             if retry_after <= 0:
                 raise ModelError("a denial must carry retry_after > 0")
+        self.check_rolling_windows()
         return Decision(allowed, remaining, retry_after, reset_after, now)
 
+    def check_rolling_windows(self) -> None:
+        """The guarantee, by brute force over the recorded admissions: no
+        window [x, x + W) holds more than limit of them (it suffices to start
+        x at each admission)."""
+        ordered = sorted(self.entries)
+        for i, x in enumerate(ordered):
+            inside = bisect.bisect_left(ordered, x + self.window) - i
+            if inside > self.limit:
+                raise ModelError(f"{inside} admissions in [{x}, {x + self.window}) against a limit of {self.limit}")
+
     def _brute_remaining(self, now: int) -> int:
-        headroom_hint = self.limit - len(self.entries)
+        headroom_hint = self.limit - self.caller_count(now)
         if headroom_hint > SIMULATE_LIMIT:
             return max(0, headroom_hint)  # formula only; see SIMULATE_LIMIT
         copy = list(self.entries)
         n = 0
-        # Really perform cost-1 acquires at the same instant until one fails.
-        while sum(1 for s in copy if self.counts_at(s, now)) + 1 <= self.limit:
-            copy.append(max([now] + copy))
+        # Really perform cost-1 acquires at the same caller instant until one fails.
+        while True:
+            t = self.eval_time(now, copy)
+            if sum(1 for s in copy if self.counts_at(s, t)) + 1 > self.limit:
+                return n
+            copy.append(t)
             n += 1
-        return n
 
     def _change_points(self, now: int) -> list[int]:
-        # count_at(t) only changes when some entry stops counting, at s + W.
+        # caller_count(now') only changes when max(now', newest) passes some s + W.
         return sorted({now} | {s + self.window for s in self.entries if s + self.window > now})
 
     def _first_instant(self, now: int, ok) -> int:
-        """First t >= now with ok(t), no other traffic: exhaustive over the
-        change points, and walked ms by ms as well when that is affordable."""
+        """First caller time t >= now with ok(t), no other traffic: exhaustive
+        over the change points, and walked ms by ms as well when that is
+        affordable."""
         by_events = next(t for t in self._change_points(now) if ok(t))
         if by_events - now <= LINEAR_SCAN_LIMIT:
             ordered = sorted(self.entries)
+            newest = ordered[-1] if ordered else now
 
             def fast_count(t: int) -> int:
-                return len(ordered) - bisect.bisect_right(ordered, t - self.window)
+                return len(ordered) - bisect.bisect_right(ordered, max(t, newest) - self.window)
 
             t = now
             while not ok(t, fast_count(t)):
@@ -242,14 +268,14 @@ class SlidingLog:
 
     def _brute_retry(self, now: int, cost: int) -> int:
         def ok(t, count=None):
-            count = self.count_at(t) if count is None else count
+            count = self.caller_count(t) if count is None else count
             return count + cost <= self.limit
 
         return self._first_instant(now, ok) - now
 
     def _brute_reset(self, now: int) -> int:
         def ok(t, count=None):
-            return (self.count_at(t) if count is None else count) == 0
+            return (self.caller_count(t) if count is None else count) == 0
 
         return self._first_instant(now, ok) - now
 
@@ -418,3 +444,42 @@ def self_test() -> None:
     agree("slot of {user1000}", cluster_slot("{user1000}.following"), cluster_slot("{user1000}.followers"))
     agree("slot of foo{}{bar}", cluster_slot("foo{}{bar}"), binascii.crc_hqx(b"foo{}{bar}", 0) % 16384)
     agree("escape", escape_tenant("a}b{%\x00 \x7f!~é"), "a%7Db%7B%25%00%20%7F!~é")
+    skewed_clocks_self_test()
+
+
+def skewed_clocks_self_test(runs: int = 40, steps: int = 30, seed: int = 12) -> None:
+    """The time rule's guarantee over random sequences with skewed caller
+    clocks (callers up to 1.5 W behind or ahead): every step's acquire checks
+    that no window [x, x + W) of recorded admissions holds more than the
+    limit, that the decision agrees with the closed forms, and that the retry
+    hint is the first caller time at which the same check passes. Also shows
+    the rule is needed: a log that drops what is expired at the caller's own
+    now (issue 12) goes over the limit on some of these sequences."""
+    rng = random.Random(seed)
+    naive_over = 0
+    for _ in range(runs):
+        limit, window = rng.randint(1, 5), rng.choice([1000, 1500, 2000])
+        log = SlidingLog(limit, window)
+        naive: list[int] = []  # drops at the caller's now, records at max(now, newest live)
+        naive_recorded: list[int] = []
+        base = 1_000_000
+        for _ in range(steps):
+            base += rng.randrange(window // 2)
+            now = base + rng.randrange(3 * window) - 3 * window // 2
+            cost = rng.randint(1, limit)
+            d = log.acquire(now, cost)
+            if not d.allowed:
+                probe = SlidingLog(limit, window)
+                probe.entries = list(log.entries)
+                agree("retry: one ms earlier still denied", probe.passes(now + d.retry_after_ms - 1, cost), False)
+                agree("retry: passes at now + retry_after", probe.passes(now + d.retry_after_ms, cost), True)
+            naive = [s for s in naive if s > now - window]
+            if len(naive) + cost <= limit:
+                r = max([now] + naive)
+                naive += [r] * cost
+                naive_recorded += [r] * cost
+        ordered = sorted(naive_recorded)
+        if any(bisect.bisect_left(ordered, x + window) - i > limit for i, x in enumerate(ordered)):
+            naive_over += 1
+    if naive_over == 0:
+        raise ModelError("the skewed sequences never show the flaw the time rule fixes; make them harsher")

@@ -5,8 +5,8 @@ Rules every decision scenario keeps (checked by generate.py):
 - window_ms >= 1000 wherever a step can succeed: Redis expires keys on its own
   clock while steps use caller time, so a vector must never depend on a key
   expiring (or not) between two steps;
-- now_ms never goes backwards, except in the one vector marked
-  clock_regression (sliding log only: r = max(now, newest entry));
+- now_ms never goes backwards, except in vectors marked clock_regression
+  (sliding log only: the time rule, t = max(now, newest recorded admission));
 - `hits` names the denial cases of the contract a vector claims to pin; the
   model must actually reach each of them.
 """
@@ -214,6 +214,33 @@ LOG = [
     log("log/clock-regression", "Caller time going back: entries are recorded at r = max(now, newest) and count from there, "
         "so reset_after = r + W - now and the retry hint waits for r + W.",
         3, 1000, [S(5_000), S(4_800), S(4_900), S(4_950), S(5_999), S(6_000, 3)], clock_regression=True),
+    # The time rule (docs/protocol.md, "Time"): evaluated at t = max(now, newest recorded admission),
+    # recorded at t, nothing dropped unless expired at the newest recorded time.
+    log("log/skew-leading-denial-keeps-entries", "Issue 12's case: a leading caller's denial (cost 2 at 1,100,000) must not drop "
+        "1,000,000, which is expired for its clock but not at the newest admission (1,000,001); the lagging caller at "
+        "1,050,000 is then denied, never three permits in 100 s against a limit of 2.",
+        2, 100_000, [S(1_000_000), S(1_000_001), S(1_100_000, 2), S(1_050_000), S(1_100_000), S(1_100_001)],
+        hits=["log-leading-denied", "log-denied-k=1"], clock_regression=True),
+    log("log/skew-lagging-caller-evaluated-at-newest", "A lagging caller is evaluated at the newest admission: entries expired "
+        "there no longer count for it even though its own clock is earlier; its admission is recorded at the newest time.",
+        2, 1000, [S(10_000), S(10_999), S(10_500), S(11_500), S(11_000), S(12_499)],
+        hits=["log-lagging-caller", "log-denied-k=1"], clock_regression=True),
+    log("log/skew-leading-allowed-then-lagging", "A leading caller admitted far ahead moves the newest time: lagging callers after "
+        "it are evaluated there, wait for its entries to expire (retry and reset from their own clocks), and every admission is "
+        "recorded at or after it.",
+        3, 1000, [S(20_000), S(20_100), S(25_000), S(20_200, 2), S(20_300, 3), S(25_999, 3), S(26_000, 3)],
+        hits=["log-lagging-caller", "log-denied-k>1"], clock_regression=True),
+    log("log/skew-server-clock-steps-back", "The clock steps back (an NTP step, a failover to a replica behind): after a burst "
+        "at 50,000-50,900 a check at 51,800 is denied and drops nothing, though three entries are expired for its clock; "
+        "the clock steps back to 50,950 and the checks there are evaluated at the newest admission, 50,900: still full.",
+        4, 1000, [S(50_000), S(50_300), S(50_600), S(50_900), S(51_800, 4), S(50_950), S(50_960, 2), S(51_300), S(51_600),
+                  S(51_901), S(51_902, 2)],
+        hits=["log-leading-denied", "log-denied-k=1", "log-denied-k>1"], clock_regression=True),
+    log("log/skew-leading-denial-many-expired-heads", "A leading denial where more than two entries are expired for its clock (the scripts "
+        "binary-search them): it drops none, since none has expired at the newest admission; a lagging caller still counts them.",
+        6, 1000, [S(1_000), S(1_100), S(1_200), S(1_300), S(1_400), S(1_500), S(2_050), S(2_390, 6), S(2_000, 2),
+                  S(2_101), S(2_060), S(2_501)],
+        hits=["log-leading-denied", "log-lagging-caller", "log-denied-k=1", "log-denied-k>1"], clock_regression=True),
 ]
 
 # ----------------------------------------------------- sliding window counter

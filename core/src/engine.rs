@@ -232,14 +232,21 @@ fn sliding_log(
         Some(Value::Log(runs)) => runs,
         Some(_) => return Err(wrong_type()),
     };
-    // An entry at s counts for now in [s, s + W).
-    let live = |&&(ts, _): &&(u64, u64)| ts + a.window > a.now;
-    let expired_runs = runs.iter().take_while(|r| !live(r)).count();
+    // The time rule (docs/protocol.md, "Time"): evaluated at
+    // t = max(now, newest recorded entry), recorded at t, and nothing dropped
+    // unless it has expired at the newest recorded time. An entry at s counts
+    // at t iff t < s + W.
+    let newest = runs.back().map(|&(ts, _)| ts);
+    let t = newest.map_or(a.now, |n| n.max(a.now));
+    let expired_runs = runs
+        .iter()
+        .take_while(|&&(ts, _)| ts + a.window <= t)
+        .count();
     let count: u64 = runs.iter().skip(expired_runs).map(|&(_, n)| n).sum();
-    let newest = runs.iter().skip(expired_runs).last().map(|&(ts, _)| ts);
 
     if count + a.cost <= a.limit {
-        let r = newest.map_or(a.now, |n| n.max(a.now));
+        // Recorded at t, which becomes the newest recorded time.
+        let r = t;
         let ttl = r + a.window - a.now;
         if write {
             let entry = keys.entry(key.to_owned()).or_insert(Entry {
@@ -277,23 +284,17 @@ fn sliding_log(
         }
     }
     let newest = newest.expect("denied implies a live entry, since cost <= limit");
-    let decision = Decision {
+    // A denial drops nothing: only what has expired at the newest recorded
+    // time may go, and the admission that recorded it already dropped that.
+    // What a leading caller sees expired still counts at newest, where a
+    // lagging caller is evaluated.
+    Ok(Decision {
         allowed: false,
         remaining: a.limit.saturating_sub(count),
         retry_after_ms: kth + a.window - a.now,
         reset_after_ms: newest + a.window - a.now,
         now_ms: a.now,
-    };
-    if write && expired_runs > 0 {
-        if let Some(Entry {
-            value: Value::Log(runs),
-            ..
-        }) = keys.get_mut(key)
-        {
-            runs.drain(..expired_runs);
-        }
-    }
-    Ok(decision)
+    })
 }
 
 fn sliding_counter(
@@ -438,6 +439,95 @@ mod tests {
             d(false, 1, 1, 1, 5999)
         );
         assert!(e.acquire(&p, "t", 2, 6000).unwrap().allowed);
+    }
+
+    #[test]
+    fn a_leading_denial_drops_nothing_a_lagging_caller_still_counts() {
+        // Issue 12, section 0: limit 2, window 100 s, caller time.
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 2, 100_000);
+        assert!(e.acquire(&p, "t", 1, 1_000_000).unwrap().allowed);
+        assert!(e.acquire(&p, "t", 1, 1_000_001).unwrap().allowed);
+        // Leading clock: 1,000,000 is expired for it, not at the newest admission.
+        assert_eq!(
+            e.acquire(&p, "t", 2, 1_100_000).unwrap(),
+            d(false, 1, 1, 1, 1_100_000)
+        );
+        // Lagging clock: both entries still count.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 1_050_000).unwrap(),
+            d(false, 0, 50_000, 50_001, 1_050_000)
+        );
+    }
+
+    #[test]
+    fn a_lagging_caller_is_evaluated_at_the_newest_admission() {
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 2, 1000);
+        e.acquire(&p, "t", 1, 10_000).unwrap();
+        e.acquire(&p, "t", 1, 10_999).unwrap();
+        // At 11,500 the entry at 10,000 has expired; recorded at 11,500.
+        assert!(e.acquire(&p, "t", 1, 11_500).unwrap().allowed);
+        // A caller at 11,000 is evaluated at 11,500: 10,999 and 11,500 count.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 11_000).unwrap(),
+            d(false, 0, 999, 1_500, 11_000)
+        );
+    }
+
+    /// The time rule's guarantee, by brute force: over random sequences of
+    /// skewed caller clocks, the admissions as recorded (at t = now +
+    /// reset_after - W) never put more than `limit` in any window [x, x + W),
+    /// and a denial's retry hint is the first caller time at which the same
+    /// check passes.
+    #[test]
+    fn skewed_clocks_never_exceed_the_limit_in_any_rolling_window() {
+        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        };
+        for _ in 0..300 {
+            let limit = 1 + next(5);
+            let window = 1000 + next(3) * 500;
+            let p = policy(Algorithm::SlidingLog, limit, window);
+            let e = MemoryEngine::new();
+            let mut recorded: Vec<u64> = Vec::new();
+            let mut base = 1_000_000u64;
+            for _ in 0..60 {
+                base += next(window / 2);
+                // Callers up to 1.5 W behind or ahead of the base clock.
+                let now = base + next(3 * window) - 3 * window / 2;
+                let cost = 1 + next(limit);
+                let before = e.peek(&p, "t", cost, now).unwrap();
+                let got = e.acquire(&p, "t", cost, now).unwrap();
+                assert_eq!(before, got, "peek and acquire decide alike");
+                if got.allowed {
+                    let r = now + got.reset_after_ms - window;
+                    assert!(recorded.last().is_none_or(|&l| r >= l));
+                    recorded.extend(std::iter::repeat_n(r, cost as usize));
+                } else {
+                    let retry = got.retry_after_ms;
+                    assert!(retry > 0);
+                    // Exact: one ms earlier still denied, at now + retry it passes.
+                    assert!(!e.peek(&p, "t", cost, now + retry - 1).unwrap().allowed);
+                    assert!(e.peek(&p, "t", cost, now + retry).unwrap().allowed);
+                }
+                for (i, &x) in recorded.iter().enumerate() {
+                    let inside = recorded[i..]
+                        .iter()
+                        .take_while(|&&s| s < x + window)
+                        .count();
+                    assert!(
+                        inside as u64 <= limit,
+                        "{inside} admissions in [{x}, {}) against {limit}",
+                        x + window
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -277,10 +277,13 @@ fn a_log_key_with_entries_that_are_not_timestamps_is_an_error_before_any_write()
 
 #[test]
 fn foreign_entries_deep_in_a_log_are_found_where_the_script_reads() {
-    // A binary-search probe after an idle gap: 101 expired entries, the
-    // first probe (index 51) is foreign.
-    let mut items = vec!["1000"; 101];
+    // A binary-search probe after an idle gap: 101 expired entries and a live
+    // newest one (were the newest expired too, all would be, with no search),
+    // the first probe (index 51) is foreign.
+    let newest = (T - 1).to_string();
+    let mut items = vec!["1000"; 102];
     items[51] = "x";
+    items[101] = &newest;
     assert_foreign_rejected(Algorithm::SlidingLog, 200, &items, &[T]);
     // The k-th oldest entry of a denial: limit 5, five live entries, cost 3
     // needs the third (index 2), which neither the head nor the newest is.

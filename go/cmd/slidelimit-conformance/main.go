@@ -25,6 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelimit/slidelimit/go"
+	"github.com/slidelimit/slidelimit/go/internal/verbatim"
 )
 
 const format = "slidelimit-vectors/1"
@@ -342,6 +343,9 @@ func connect() (redis.UniversalClient, error) {
 }
 
 func main() {
+	// A vector's fields reach core as they are: an empty namespace or
+	// algorithm is core's invalid_argument, not the Go API's default.
+	verbatim.Policy.Store(true)
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: slidelimit-conformance VECTOR_FILE")
 		os.Exit(2)
