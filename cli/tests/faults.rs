@@ -20,21 +20,7 @@ fn tls_trusts_a_private_ca_through_ssl_cert_file_and_refuses_another() {
     let certs = Certificates::generate("cli-server");
     let stranger = Certificates::generate("cli-stranger");
     let port = common::free_port();
-    let args = [
-        "--port",
-        "0",
-        "--tls-port",
-        &port.to_string(),
-        "--tls-cert-file",
-        &certs.path("server.crt"),
-        "--tls-key-file",
-        &certs.path("server.key"),
-        "--tls-ca-cert-file",
-        &certs.path("ca.crt"),
-        "--tls-auth-clients",
-        "no",
-    ];
-    let _own = OwnRedis::start_args(port, args.iter().map(|a| a.to_string()).collect());
+    let _own = OwnRedis::start_args(port, certs.server_args(port));
     let url = format!("rediss://localhost:{port}/");
     let ns = unique_namespace("tls");
 

@@ -386,21 +386,7 @@ fn tls_options(ca: Option<Vec<u8>>) -> Options {
 fn tls_with_verification_works_and_an_untrusted_server_is_unavailable() {
     let certs = Certificates::generate("server");
     let port = common::free_port();
-    let args = [
-        "--port",
-        "0",
-        "--tls-port",
-        &port.to_string(),
-        "--tls-cert-file",
-        &certs.path("server.crt"),
-        "--tls-key-file",
-        &certs.path("server.key"),
-        "--tls-ca-cert-file",
-        &certs.path("ca.crt"),
-        "--tls-auth-clients",
-        "no",
-    ];
-    let _own = OwnRedis::start_args(port, args.iter().map(|a| a.to_string()).collect());
+    let _own = OwnRedis::start_args(port, certs.server_args(port));
     let url = format!("rediss://localhost:{port}/");
     let p = policy(&unique_namespace("tls"), Algorithm::SlidingLog, 2, 60_000);
 

@@ -73,6 +73,22 @@ impl Certificates {
         Certificates { dir }
     }
 
+    /// redis-server arguments for a TLS-only server on `port` that presents
+    /// this server certificate and does not ask clients for one.
+    pub fn server_args(&self, port: u16) -> Vec<String> {
+        let mut args = vec!["--port".to_owned(), "0".to_owned()];
+        for (flag, value) in [
+            ("--tls-port", port.to_string()),
+            ("--tls-cert-file", self.path("server.crt")),
+            ("--tls-key-file", self.path("server.key")),
+            ("--tls-ca-cert-file", self.path("ca.crt")),
+            ("--tls-auth-clients", "no".to_owned()),
+        ] {
+            args.extend([flag.to_owned(), value]);
+        }
+        args
+    }
+
     pub fn path(&self, file: &str) -> String {
         self.dir.join(file).to_string_lossy().into_owned()
     }
