@@ -268,6 +268,16 @@ pub unsafe extern "C" fn slidelimit_call_free(call: *mut slidelimit_call) {
     crate::boundary::free_box(call);
 }
 
+/// KEYS[index] or ARGV[index] of a call, or `invalid_argument` on `index`.
+fn part<'a>(list: &'a [String], what: &str, index: usize) -> Result<&'a [u8], Failure> {
+    list.get(index).map(String::as_bytes).ok_or_else(|| {
+        invalid(
+            "index",
+            format!("{index} is out of range for {} {what}", list.len()),
+        )
+    })
+}
+
 /// The number of KEYS of a call (1 for every current script).
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_call_key_count(
@@ -291,13 +301,7 @@ pub unsafe extern "C" fn slidelimit_call_key(
 ) -> slidelimit_result {
     boundary(MessageOut::NONE, || {
         let call = reference("call", call)?;
-        let key = call.inner.keys.get(index).ok_or_else(|| {
-            invalid(
-                "index",
-                format!("{index} is out of range for {} keys", call.inner.keys.len()),
-            )
-        })?;
-        bytes_out(key.as_bytes(), out_ptr, out_len)
+        bytes_out(part(&call.inner.keys, "keys", index)?, out_ptr, out_len)
     })
 }
 
@@ -325,13 +329,7 @@ pub unsafe extern "C" fn slidelimit_call_arg(
 ) -> slidelimit_result {
     boundary(MessageOut::NONE, || {
         let call = reference("call", call)?;
-        let arg = call.inner.args.get(index).ok_or_else(|| {
-            invalid(
-                "index",
-                format!("{index} is out of range for {} args", call.inner.args.len()),
-            )
-        })?;
-        bytes_out(arg.as_bytes(), out_ptr, out_len)
+        bytes_out(part(&call.inner.args, "args", index)?, out_ptr, out_len)
     })
 }
 
