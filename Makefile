@@ -10,8 +10,10 @@ VECTORS ?= conformance/vectors
 CONFORMANCE_BINDINGS := memory rust
 TEST_TARGETS :=
 BENCH_TARGETS :=
+# Each binding adds the make target that builds its driver (docs/driver.md).
+DRIVER_TARGETS :=
 
-.PHONY: all demo test deps build lint test-rust conformance conformance-lint bench bench-rust clean
+.PHONY: all demo test deps build lint test-rust conformance conformance-lint bench bench-rust clean drivers
 
 all: build
 
@@ -53,3 +55,6 @@ test: lint test-rust conformance-lint conformance $(TEST_TARGETS)
 	@echo "make test: all passed"
 
 bench: $(BENCH_TARGETS)
+
+# Every registered driver, built (drivers/<name> launches it).
+drivers: $(DRIVER_TARGETS)

@@ -1,0 +1,1 @@
+"""Shared test harness: drives every binding through its driver (docs/driver.md)."""

@@ -1,0 +1,120 @@
+"""Spawning and talking to the drivers of docs/driver.md.
+
+    with Driver.start("go") as d:
+        d.request({"op": "store", "kind": "memory"})
+
+Driver.request returns the reply as a dict; Driver.request_raw returns the
+reply line's exact bytes (str), which the conformance harness splices into
+decision logs.
+"""
+
+import json
+import os
+import subprocess
+import threading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DRIVERS_DIR = os.path.join(ROOT, "drivers")
+
+
+class DriverError(Exception):
+    """The driver broke the protocol: it died, printed no line, or not JSON."""
+
+
+def registered():
+    """Names of the registered drivers (executables in drivers/), sorted."""
+    names = []
+    for name in sorted(os.listdir(DRIVERS_DIR)):
+        path = os.path.join(DRIVERS_DIR, name)
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            names.append(name)
+    return names
+
+
+class Driver:
+    def __init__(self, name, proc, stderr_path=None):
+        self.name = name
+        self._proc = proc
+        self._stderr_path = stderr_path
+
+    @classmethod
+    def start(cls, name, env=None, stderr=None):
+        """Starts drivers/NAME. stderr: a file object for its diagnostics
+        (default: inherited)."""
+        path = os.path.join(DRIVERS_DIR, name)
+        if not os.access(path, os.X_OK):
+            raise DriverError(f"no driver {name!r} (have: {', '.join(registered())})")
+        proc = subprocess.Popen(
+            [path],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=env,
+            text=True,
+            encoding="utf-8",
+            bufsize=1,
+        )
+        return cls(name, proc)
+
+    def request_raw(self, request, timeout_s=120):
+        """Sends one request; returns the reply line (without its newline)."""
+        line = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
+        try:
+            self._proc.stdin.write(line + "\n")
+            self._proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            raise DriverError(f"driver {self.name} is gone ({e}); exit status {self._proc.poll()}")
+        reply = [None]
+
+        def read():
+            reply[0] = self._proc.stdout.readline()
+
+        # A driver that hangs must not hang the harness.
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(timeout_s)
+        if reader.is_alive():
+            self.kill()
+            raise DriverError(f"driver {self.name} did not answer {request.get('op')} within {timeout_s} s")
+        if not reply[0]:
+            raise DriverError(
+                f"driver {self.name} closed its output on {request.get('op')}; exit status {self._proc.wait()}"
+            )
+        return reply[0].rstrip("\n")
+
+    def request(self, request, timeout_s=120):
+        raw = self.request_raw(request, timeout_s)
+        try:
+            reply = json.loads(raw)
+        except ValueError:
+            raise DriverError(f"driver {self.name} printed a line that is not JSON: {raw[:200]!r}")
+        if not isinstance(reply, dict):
+            raise DriverError(f"driver {self.name} printed a reply that is not an object: {raw[:200]!r}")
+        if reply.get("error") == "protocol":
+            raise DriverError(f"driver {self.name} refused {request.get('op')}: {reply.get('message')}")
+        return reply
+
+    def close(self):
+        if self._proc.poll() is None:
+            try:
+                self._proc.stdin.write('{"op":"exit"}\n')
+                self._proc.stdin.flush()
+                self._proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+            try:
+                self._proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def kill(self):
+        if self._proc.poll() is None:
+            self._proc.kill()
+            self._proc.wait()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
