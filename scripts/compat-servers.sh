@@ -9,7 +9,9 @@
 #
 # The archives and their SHA256SUMS live in SLIDELIMIT_SERVERS_DIR (default:
 # ../shared/servers next to the checkout). Every archive is checked against
-# SHA256SUMS before it is unpacked; a mismatch refuses to build. A cached
+# SHA256SUMS, and the matrix's own servers against the checksums pinned in
+# scripts/compat-servers.sha256, before it is unpacked; a mismatch refuses
+# to build. A cached
 # build is keyed by its archive's sha256 (.tmp/servers/NAME/SHA256, written
 # last), so a changed archive is built again and an interrupted build never
 # counts (SLIDELIMIT_SERVERS_CACHE moves the cache, e.g. to one that CI
@@ -69,10 +71,16 @@ EOF
   exit 3
 }
 
-# check NAME...: every archive present and matching SHA256SUMS.
+# sum_of NAME FILE: the sha256 FILE (sha256sum's format) gives NAME.tar.gz, or nothing.
+sum_of() {
+  awk -v f="$1.tar.gz" '{ sub(/^\*/, "", $2) } $2 == f { print $1; exit }' "$2"
+}
+
+# check NAME...: every archive present and matching SHA256SUMS (and, for the
+# matrix's own servers, the checksums pinned in scripts/compat-servers.sha256).
 check() {
   (($#)) || { echo "compat-servers: no server names" >&2; exit 2; }
-  local n want got
+  local n want got pinned
   if [[ ! -d $servers_dir ]]; then
     missing "the directory of server archives does not exist." "$@"
   fi
@@ -81,8 +89,16 @@ check() {
       missing "server archives missing." "$@"
   done
   for n in "$@"; do
-    want=$(awk -v f="$n.tar.gz" '{ sub(/^\*/, "", $2) } $2 == f { print $1; exit }' "$servers_dir/SHA256SUMS")
+    want=$(sum_of "$n" "$servers_dir/SHA256SUMS")
     [[ -n $want ]] || missing "SHA256SUMS has no line for $n.tar.gz." "$@"
+    # The matrix's own servers are pinned in the repository: a SHA256SUMS
+    # next to the archives cannot vouch for an archive that was swapped.
+    pinned=$(sum_of "$n" "$root/scripts/compat-servers.sha256")
+    if [[ -n $pinned && $pinned != "$want" ]]; then
+      echo "compat: $servers_dir/SHA256SUMS says $want for $n.tar.gz," >&2
+      echo "  but scripts/compat-servers.sha256 pins $pinned; refusing to build it." >&2
+      exit 3
+    fi
     got=$(sha256sum "$servers_dir/$n.tar.gz" | cut -d' ' -f1)
     if [[ $got != "$want" ]]; then
       echo "compat: $servers_dir/$n.tar.gz does not match SHA256SUMS" >&2
