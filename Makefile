@@ -1,6 +1,6 @@
 # slidelimit: `make demo` (no Redis needed) and `make test` (everything, from scratch).
-# Bindings add their own targets in mk/*.mk: TEST_TARGETS, BENCH_TARGETS and
-# CONFORMANCE_BINDINGS collect them.
+# Bindings add their own targets in mk/*.mk: TEST_TARGETS, BENCH_TARGETS,
+# DRIVER_TARGETS and CONFORMANCE_BINDINGS (conformance columns) collect them.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -37,7 +37,9 @@ conformance-lint: deps
 	conformance/lint
 	python3 -m unittest -q conformance/test_check.py
 
-conformance: build
+# A column is a driver (docs/driver.md): DRIVER on Redis, DRIVER:memory on the
+# binding's embedded engine; `memory` is rust:memory.
+conformance: drivers
 	scripts/with-redis.sh conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)
 
 bench-rust: deps

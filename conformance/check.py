@@ -2,8 +2,11 @@
 slidelimit-vectors/1). Python 3 standard library only, so that no binding's
 language judges the others.
 
-Used by conformance/run (one binding, one file) and conformance/all (every
-binding, every file, byte-identical logs). The canonical log line of an
+Used by conformance/run (one column, one file) and conformance/all (every
+column, every file, byte-identical logs). A column is a binding's driver
+(docs/driver.md): DRIVER runs the file on Redis, DRIVER:memory on the
+binding's embedded engine; this module turns the vectors into driver requests
+and the replies into the decision log. The canonical log line of an
 expectation is compact JSON with keys in the order of docs/protocol.md:
 
   {"vector":N,"key":K,"slot":S}
@@ -13,13 +16,16 @@ expectation is compact JSON with keys in the order of docs/protocol.md:
 
 import json
 import os
-import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import drivers  # noqa: E402
+
 FORMAT = "slidelimit-vectors/1"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RUNNERS = os.path.join(ROOT, "conformance", "runners")
+# The per-call timeout handed to the drivers' Redis stores.
+TIMEOUT_MS = 2000
 DECISION_FIELDS = ("allowed", "remaining", "retry_after_ms", "reset_after_ms", "now_ms")
 
 
@@ -194,46 +200,187 @@ def check(expected, log):
     return report
 
 
-def bindings():
-    try:
-        return sorted(
-            n for n in os.listdir(RUNNERS) if os.access(os.path.join(RUNNERS, n), os.X_OK)
+class ColumnError(Exception):
+    """The column cannot run: no such driver, or its store is not configured."""
+
+
+def columns():
+    """The column names: DRIVER (its binding on Redis) and DRIVER:memory (its
+    embedded engine) per registered driver, and `memory` (= rust:memory)."""
+    names = drivers.registered()
+    out = [n for d in names for n in (d, f"{d}:memory")]
+    return out + ["memory"] if "rust" in names else out
+
+
+def parse_column(column):
+    """(driver, store request) of a column; the store comes from the
+    environment: SLIDELIMIT_TEST_REDIS_URL, or SLIDELIMIT_TEST_CLUSTER_URLS
+    when SLIDELIMIT_CONFORMANCE_CLUSTER=1."""
+    if column == "memory":
+        column = "rust:memory"
+    name, _, engine = column.partition(":")
+    if engine not in ("", "memory") or not name:
+        raise ColumnError(f"column {column!r}: must be DRIVER or DRIVER:memory")
+    if name not in drivers.registered():
+        raise ColumnError(
+            f"no driver {name!r} (registered: {', '.join(drivers.registered()) or 'none'})"
         )
-    except OSError:
-        return []
+    if engine == "memory":
+        return name, {"op": "store", "kind": "memory"}
+    if os.environ.get("SLIDELIMIT_CONFORMANCE_CLUSTER") == "1":
+        urls = os.environ.get("SLIDELIMIT_TEST_CLUSTER_URLS", "")
+        if not urls:
+            raise ColumnError("set SLIDELIMIT_TEST_CLUSTER_URLS (scripts/with-cluster.sh does)")
+        seeds = [u.strip() for u in urls.split(",") if u.strip()]
+        return name, {"op": "store", "kind": "cluster", "urls": seeds, "timeout_ms": TIMEOUT_MS}
+    url = os.environ.get("SLIDELIMIT_TEST_REDIS_URL", "")
+    if not url:
+        raise ColumnError("set SLIDELIMIT_TEST_REDIS_URL (scripts/with-redis.sh does)")
+    return name, {"op": "store", "kind": "redis", "url": url, "timeout_ms": TIMEOUT_MS}
 
 
 @dataclass
 class Run:
-    binding: str
+    binding: str  # the column
     path: str
-    returncode: int
     log: str
-    stderr: str  # empty when the runner's stderr was passed through
+    stderr: str  # empty when the driver's stderr was passed through
     report: Report
 
 
-def run_binding(binding, path, expected, capture_stderr=False):
-    """Runs conformance/runners/<binding> on the file (absolute path, so the
-    runner may change directory) and checks its log."""
-    runner = os.path.join(RUNNERS, binding)
-    if not os.access(runner, os.X_OK):
-        raise VectorFileError(
-            f"no runner for binding {binding!r} (have: {', '.join(bindings()) or 'none'})"
-        )
-    proc = subprocess.run(
-        [runner, os.path.abspath(path)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE if capture_stderr else None,
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-    log = proc.stdout.decode("utf-8", errors="replace")
-    report = check(expected, log)
-    if proc.returncode != 0:
-        report.general.insert(0, f"runner {binding} exited with status {proc.returncode}")
-    stderr = proc.stderr.decode("utf-8", errors="replace") if capture_stderr else ""
-    return Run(binding, path, proc.returncode, log, stderr, report)
+class _Session:
+    """One driver process working through one vector file."""
+
+    def __init__(self, driver, store):
+        self.driver = driver
+        self.store = store
+        self.current = None  # the store request last sent
+        self.log = []
+        self.problems = []  # (vector or None, message): failures of the run
+        self.noncanonical = {}  # vector -> [messages]
+
+    def ask(self, request):
+        """The reply's raw line and parsed object; a protocol reply or a line
+        that is no JSON object is the driver's failure (DriverError)."""
+        raw = self.driver.request_raw(request)
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            raise drivers.DriverError(f"reply to {request['op']} is not JSON: {raw[:200]!r}")
+        if not isinstance(obj, dict):
+            raise drivers.DriverError(f"reply to {request['op']} is not an object: {raw[:200]!r}")
+        # The keys in the order the driver printed them.
+        pairs = json.loads(raw, object_pairs_hook=list)
+        if obj.get("error") == "protocol":
+            raise drivers.DriverError(
+                f"{self.driver.name} refused {json.dumps(request, ensure_ascii=False)[:300]}: "
+                f"{obj.get('message')}"
+            )
+        if "error" in obj and not isinstance(obj["error"], str):
+            raise drivers.DriverError(f"reply to {request['op']} has a non-string error: {raw[:200]!r}")
+        return raw, pairs, obj
+
+    def use(self, store):
+        if self.current != store:
+            _, _, obj = self.ask(store)
+            if obj.get("ok") is not True:
+                raise drivers.DriverError(f"store {store['kind']} failed: {obj}")
+            self.current = store
+
+    def key_vector(self, name, v):
+        i = v["input"]
+        self.use({"op": "store", "kind": "memory"})
+        # The key does not depend on the limit; 1 is always valid.
+        policy = {"op": "policy", "limit": 1}
+        policy.update((f, i[f]) for f in ("namespace", "resource", "algorithm", "window_ms"))
+        _, _, obj = self.ask(policy)
+        if "error" not in obj:
+            _, _, obj = self.ask({"op": "key", "tenant": i["tenant"]})
+        if "error" in obj:
+            self.log.append(canonical([("vector", name), ("error", obj["error"])]))
+        else:
+            self.log.append(
+                canonical([("vector", name), ("key", obj.get("key")), ("slot", obj.get("slot"))])
+            )
+
+    def decision_vector(self, name, v):
+        self.use(self.store)
+        policy = {"op": "policy"}
+        policy.update(v["policy"])
+        _, _, obj = self.ask(policy)
+        if "error" not in obj:
+            # Every vector starts from empty state.
+            for tenant in dict.fromkeys(s["tenant"] for s in v["steps"]):
+                _, _, reset = self.ask({"op": "reset", "tenant": tenant})
+                # A tenant no key can be built for touches no key.
+                if reset.get("error") not in (None, "invalid_argument"):
+                    self.problems.append(
+                        (name, f"reset of tenant {tenant!r} failed: {reset['error']}")
+                    )
+        # With a refused policy every step answers the policy's error.
+        for n, step in enumerate(v["steps"]):
+            request = {"op": "acquire_at"}
+            request.update((f, step[f]) for f in ("tenant", "now_ms", "cost"))
+            raw, pairs, obj = self.ask(request)
+            head = f'{{"vector":{json.dumps(name, ensure_ascii=False)},"step":{n},'
+            if "error" in obj:
+                self.log.append(head + f'"error":{json.dumps(obj["error"], ensure_ascii=False)}}}')
+                continue
+            # The driver's bytes go into the log as they are: a binding that
+            # formats a decision otherwise shows as a DIFF or FAIL.
+            if raw != canonical(pairs) or [k for k, _ in pairs] != list(DECISION_FIELDS):
+                self.noncanonical.setdefault(name, []).append(
+                    f"step {n}: the driver's decision is not in the canonical form "
+                    f"of docs/driver.md: {raw}"
+                )
+            self.log.append(head + raw[1:])
+
+
+def vectors_of(path):
+    """The vectors of a file (checked by load first), as parsed."""
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)["vectors"]
+
+
+def run_column(column, path, expected, capture_stderr=False):
+    """Runs the file through the column's driver (docs/driver.md) and checks
+    the log it yields. Raises ColumnError when the column cannot run at all."""
+    name, store = parse_column(column)
+    errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8") if capture_stderr else None
+    session = None
+    try:
+        vectors = vectors_of(path)
+        try:
+            with drivers.Driver.start(name, stderr=errors) as driver:
+                session = _Session(driver, store)
+                for v in vectors:
+                    try:
+                        if v["kind"] == "key":
+                            session.key_vector(v["name"], v)
+                        else:
+                            session.decision_vector(v["name"], v)
+                    except (KeyError, TypeError) as e:
+                        raise VectorFileError(f"{path}: vector {v.get('name')}: missing {e}")
+        except drivers.DriverError as e:
+            session = session or _Session(None, store)
+            session.problems.append((None, f"driver {name} failed: {e}"))
+        log = "".join(line + "\n" for line in session.log)
+        report = check(expected, log)
+        for vector, message in session.problems:
+            if vector is None:
+                report.general.append(message)
+            else:
+                report.fail(vector, message)
+        for vector, messages in session.noncanonical.items():
+            report.format_only.setdefault(vector, []).extend(messages)
+        stderr = ""
+        if errors is not None:
+            errors.seek(0)
+            stderr = errors.read()
+        return Run(column, path, log, stderr, report)
+    finally:
+        if errors is not None:
+            errors.close()
 
 
 def main(argv):

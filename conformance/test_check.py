@@ -2,9 +2,12 @@
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
+from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check  # noqa: E402
@@ -131,6 +134,204 @@ class CheckTest(unittest.TestCase):
                 json.dump(doc, f)
             with self.assertRaises(check.VectorFileError):
                 check.load(self.path)
+
+
+# A driver of docs/driver.md in a few lines, for the harness's own tests: a
+# trivial model (every call allowed while cost <= limit), with misbehaviours
+# chosen by FAKE_MODE. It logs every request it reads to FAKE_REQUESTS.
+FAKE_DRIVER = textwrap.dedent(
+    """\
+    #!/usr/bin/env python3
+    import json, os, sys
+    mode = os.environ.get("FAKE_MODE", "good")
+    limit = window = None
+    log = open(os.environ["FAKE_REQUESTS"], "a")
+    def say(text):
+        sys.stdout.write(text + "\\n")
+        sys.stdout.flush()
+    for line in sys.stdin:
+        r = json.loads(line)
+        log.write(line)
+        log.flush()
+        op = r["op"]
+        if op == "exit":
+            say('{"ok":true}')
+            break
+        if op == "policy":
+            limit, window = r["limit"], r["window_ms"]
+            if limit < 1:
+                limit = None
+                say('{"error":"invalid_argument","field":"limit","message":"limit: must be at least 1"}')
+                continue
+            say('{"ok":true}')
+        elif op in ("reset", "key", "acquire_at") and limit is None:
+            say('{"error":"invalid_argument","field":"limit","message":"limit: must be at least 1"}')
+        elif op == "reset" and mode in ("reset-invalid", "reset-down"):
+            code = "invalid_argument" if mode == "reset-invalid" else "unavailable"
+            say('{"error":"%s","field":null,"message":"no"}' % code)
+        elif op == "key":
+            t = r["tenant"].replace("}", "%7D")
+            say(json.dumps({"ok": True, "key": "rl:{geocode:" + t + "}:log:60000", "slot": 11133},
+                           separators=(",", ":")))
+        elif op == "acquire_at":
+            if mode == "die" and r["cost"] > 1:
+                sys.exit(3)
+            if mode == "protocol":
+                say('{"error":"protocol","message":"acquire_at: cost must be a number"}')
+            elif r["cost"] > limit:
+                say('{"error":"invalid_argument","field":"cost","message":"cost: above the limit"}')
+            else:
+                rest = limit - r["cost"]
+                if mode == "spaced":
+                    say('{"allowed": true, "remaining": %d, "retry_after_ms": 0, '
+                        '"reset_after_ms": %d, "now_ms": %d}' % (rest, window, r["now_ms"]))
+                elif mode == "reordered":
+                    say('{"remaining":%d,"allowed":true,"retry_after_ms":0,'
+                        '"reset_after_ms":%d,"now_ms":%d}' % (rest, window, r["now_ms"]))
+                else:
+                    say('{"allowed":true,"remaining":%d,"retry_after_ms":0,'
+                        '"reset_after_ms":%d,"now_ms":%d}' % (rest, window, r["now_ms"]))
+        else:
+            say('{"ok":true}')
+    """
+)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class DriverHarnessTest(unittest.TestCase):
+    """conformance/check.py's run_column and conformance/all against fake drivers."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = os.path.join(self.tmp.name, "drivers")
+        os.mkdir(self.dir)
+        for name in ("fake", "rust"):
+            path = os.path.join(self.dir, name)
+            with open(path, "w") as f:
+                f.write(FAKE_DRIVER)
+            os.chmod(path, 0o755)
+        self.requests = os.path.join(self.tmp.name, "requests.jsonl")
+        self.path = os.path.join(self.tmp.name, "vectors.json")
+        self.write(VECTORS)
+        env = {
+            "SLIDELIMIT_DRIVERS_DIR": self.dir,
+            "FAKE_REQUESTS": self.requests,
+            "FAKE_MODE": "good",
+            "SLIDELIMIT_TEST_REDIS_URL": "redis://127.0.0.1:1/",
+        }
+        patcher = mock.patch.dict(os.environ, env)
+        patcher.start()
+        self.addCleanup(patcher.stop)
+        os.environ.pop("SLIDELIMIT_CONFORMANCE_CLUSTER", None)
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, doc):
+        with open(self.path, "w") as f:
+            json.dump(doc, f)
+
+    def run_column(self, column, mode="good"):
+        os.environ["FAKE_MODE"] = mode
+        run = check.run_column(column, self.path, check.load(self.path), capture_stderr=True)
+        return {n: run.report.status(n) for n in run.report.order}, run
+
+    def sent(self):
+        with open(self.requests) as f:
+            return [json.loads(line) for line in f]
+
+    def test_a_right_driver_passes_with_its_bytes_in_the_log(self):
+        status, run = self.run_column("fake:memory")
+        self.assertEqual(status, {"key/brace": "pass", "log/basic": "pass"}, run.report.messages())
+        self.assertEqual(run.log, "".join(line + "\n" for line in GOOD))
+
+    def test_the_requests_follow_the_vectors(self):
+        self.run_column("fake")
+        sent = self.sent()
+        self.assertEqual([r["op"] for r in sent],
+                         ["store", "policy", "key", "store", "policy", "reset", "acquire_at",
+                          "acquire_at", "exit"])
+        self.assertEqual(sent[0], {"op": "store", "kind": "memory"})
+        self.assertEqual(sent[1], {"op": "policy", "limit": 1, "namespace": "rl",
+                                   "resource": "geocode", "algorithm": "sliding_log",
+                                   "window_ms": 60000})
+        self.assertEqual(sent[3], {"op": "store", "kind": "redis",
+                                   "url": "redis://127.0.0.1:1/", "timeout_ms": check.TIMEOUT_MS})
+        self.assertEqual(sent[4]["limit"], 3)
+        self.assertEqual(sent[5], {"op": "reset", "tenant": "t-1"})
+        self.assertEqual(sent[7], {"op": "acquire_at", "tenant": "t-1", "now_ms": 1000, "cost": 4})
+
+    def test_the_cluster_store_takes_the_seed_urls(self):
+        os.environ["SLIDELIMIT_CONFORMANCE_CLUSTER"] = "1"
+        os.environ["SLIDELIMIT_TEST_CLUSTER_URLS"] = "redis://127.0.0.1:7000, redis://127.0.0.1:7001"
+        self.run_column("fake")
+        stores = [r for r in self.sent() if r["op"] == "store"]
+        self.assertEqual(stores[1]["kind"], "cluster")
+        self.assertEqual(stores[1]["urls"], ["redis://127.0.0.1:7000", "redis://127.0.0.1:7001"])
+
+    def test_spaced_decision_bytes_are_a_diff(self):
+        status, run = self.run_column("fake:memory", "spaced")
+        self.assertEqual(status, {"key/brace": "pass", "log/basic": "DIFF"})
+        self.assertIn('"step":0,"allowed": true, "remaining": 2', run.log)
+        self.assertTrue(any("canonical form" in m for m in run.report.messages()))
+
+    def test_decision_keys_in_another_order_fail(self):
+        status, _ = self.run_column("fake:memory", "reordered")
+        self.assertEqual(status["log/basic"], "FAIL")
+
+    def test_a_protocol_reply_or_a_dead_driver_fails(self):
+        for mode in ("protocol", "die"):
+            status, run = self.run_column("fake:memory", mode)
+            self.assertEqual(status["log/basic"], "FAIL", mode)
+            self.assertTrue(any("driver fake failed" in m for m in run.report.messages()), mode)
+
+    def test_a_refused_policy_is_logged_for_every_step_without_a_reset(self):
+        doc = json.loads(json.dumps(VECTORS))
+        doc["vectors"][1]["policy"]["limit"] = 0
+        for step in doc["vectors"][1]["steps"]:
+            step["expect"] = {"error": "invalid_argument"}
+        self.write(doc)
+        status, run = self.run_column("fake")
+        self.assertEqual(status["log/basic"], "pass", run.report.messages())
+        self.assertNotIn("reset", [r["op"] for r in self.sent()])
+        self.assertIn('{"vector":"log/basic","step":1,"error":"invalid_argument"}', run.log)
+
+    def test_a_reset_may_refuse_the_tenant_but_not_fail(self):
+        status, run = self.run_column("fake", "reset-invalid")
+        self.assertEqual(status["log/basic"], "pass", run.report.messages())
+        status, run = self.run_column("fake", "reset-down")
+        self.assertEqual(status, {"key/brace": "pass", "log/basic": "FAIL"})
+        self.assertIn("FAIL log/basic: reset of tenant 't-1' failed: unavailable",
+                      run.report.messages())
+
+    def test_columns_and_their_errors(self):
+        self.assertEqual(check.columns(), ["fake", "fake:memory", "rust", "rust:memory", "memory"])
+        self.assertEqual(check.parse_column("memory"), ("rust", {"op": "store", "kind": "memory"}))
+        for bad in ("nope", "fake:disk", ":memory"):
+            with self.assertRaises(check.ColumnError, msg=bad):
+                check.parse_column(bad)
+        del os.environ["SLIDELIMIT_TEST_REDIS_URL"]
+        with self.assertRaises(check.ColumnError):
+            check.parse_column("fake")
+
+    def test_all_prints_the_table_and_fails_on_a_diff(self):
+        def table(mode):
+            return subprocess.run(
+                [os.path.join(HERE, "all"), self.path, "fake:memory", "memory"],
+                env=dict(os.environ, FAKE_MODE=mode), capture_output=True, text=True,
+            )
+        good = table("good")
+        self.assertEqual(good.returncode, 0, good.stderr)
+        self.assertRegex(good.stdout, r"log/basic\s+pass\s+pass")
+        bad = table("spaced")
+        self.assertEqual(bad.returncode, 1)
+        self.assertRegex(bad.stdout, r"log/basic\s+DIFF\s+DIFF")
+        self.assertIn("2 vector", bad.stdout)
+        unknown = subprocess.run([os.path.join(HERE, "all"), self.path, "go"],
+                                 capture_output=True, text=True)
+        self.assertEqual(unknown.returncode, 2)
+        self.assertIn("no driver 'go'", unknown.stderr)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 package slidelimit_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -176,5 +177,54 @@ func TestRefusedConnectionIsReportedAtOnce(t *testing.T) {
 		if took > slidelimit.DefaultTimeout/4 {
 			t.Fatalf("ContextTimeoutEnabled=%v: took %v, the timeout is %v", honours, took, slidelimit.DefaultTimeout)
 		}
+	}
+}
+
+// TestErrorFieldNamesTheField: every invalid_argument names its field, from
+// core's messages and the package's own; other codes and a closed Limiter
+// name none.
+func TestErrorFieldNamesTheField(t *testing.T) {
+	field := func(err error) string {
+		t.Helper()
+		var e *slidelimit.Error
+		if !errors.As(err, &e) {
+			t.Fatalf("%v is not an *Error", err)
+		}
+		return e.Field()
+	}
+	ok := slidelimit.Policy{Resource: "geocode", Limit: 1, Window: time.Second}
+	_, err := slidelimit.NewMemory(slidelimit.Policy{Resource: "geocode", Limit: 0, Window: time.Second})
+	if f := field(err); f != "limit" {
+		t.Errorf("limit 0: field %q", f)
+	}
+	_, err = slidelimit.NewMemory(slidelimit.Policy{Resource: "geocode", Limit: 1, Window: 1500 * time.Microsecond})
+	if f := field(err); f != "window" {
+		t.Errorf("a sub-millisecond window: field %q", f)
+	}
+	_, err = slidelimit.NewMemory(ok, slidelimit.WithTimeout(0))
+	if f := field(err); f != "timeout_ms" {
+		t.Errorf("timeout 0: field %q", f)
+	}
+	_, err = slidelimit.New(nil, ok)
+	if f := field(err); f != "client" {
+		t.Errorf("nil client: field %q", f)
+	}
+	l, err := slidelimit.NewMemory(ok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := l.AcquireAt(ctx, "", 1, 1000); field(err) != "tenant" {
+		t.Errorf("empty tenant: field %q", field(err))
+	}
+	if _, err := l.AcquireAt(ctx, "t", 2, 1000); field(err) != "cost" {
+		t.Errorf("cost over the limit: field %q", field(err))
+	}
+	l.Close()
+	if _, err := l.AcquireAt(ctx, "t", 1, 1000); field(err) != "" {
+		t.Errorf("closed limiter: field %q, want none", field(err))
+	}
+	if f := (&slidelimit.Error{Code: slidelimit.ErrUnavailable, Message: "x: y"}).Field(); f != "" {
+		t.Errorf("unavailable: field %q, want none", f)
 	}
 }

@@ -46,7 +46,8 @@ func TestBuildCallRetriesWithTheSizeCoreNeeds(t *testing.T) {
 	}
 }
 
-// Error replies map by core's table, with core's messages: Go adds nothing.
+// Error replies map by core's table, with core's codes, fields and messages:
+// Go adds nothing.
 func TestServerErrorsMapByCoresTable(t *testing.T) {
 	h, err := newPolicyHandle(Policy{Namespace: "rl", Resource: "geocode", Algorithm: SlidingLog, Limit: 3, WindowMs: 1000})
 	if err != nil {
@@ -59,34 +60,45 @@ func TestServerErrorsMapByCoresTable(t *testing.T) {
 		afterRetry bool
 		retry      bool
 		code       Code
+		field      string
 		message    string
 	}{
-		{"NOSCRIPT No matching script. Please use EVAL.", false, true, 0, ""},
-		{"NOSCRIPT No matching script. Please use EVAL.", true, false, ErrScriptError, "NOSCRIPT No matching script. Please use EVAL."},
-		{"MOVED 3999 127.0.0.1:7001", false, false, ErrUnavailable, "redis unavailable: the cluster's slot map is changing; retry (MOVED 3999 127.0.0.1:7001)"},
-		{"LOADING Redis is loading", true, false, ErrUnavailable, "redis unavailable: LOADING Redis is loading"},
-		{"WRONGTYPE Operation against a key", false, false, ErrWrongType, "key " + key + " holds a value the sliding_log algorithm does not use"},
-		{"NOPERM User rl has no permissions", false, false, ErrPermissionDenied, "NOPERM User rl has no permissions"},
-		{"ERR slidelimit invalid_argument cost: must be at least 1", false, false, ErrInvalidArgument, "cost: must be at least 1"},
-		{"ERR Error running script: boom", false, false, ErrScriptError, "ERR Error running script: boom"},
+		{"NOSCRIPT No matching script. Please use EVAL.", false, true, 0, "", ""},
+		{"NOSCRIPT No matching script. Please use EVAL.", true, false, ErrScriptError, "", "NOSCRIPT No matching script. Please use EVAL."},
+		{"MOVED 3999 127.0.0.1:7001", false, false, ErrUnavailable, "", "redis unavailable: the cluster's slot map is changing; retry (MOVED 3999 127.0.0.1:7001)"},
+		{"LOADING Redis is loading", true, false, ErrUnavailable, "", "redis unavailable: LOADING Redis is loading"},
+		{"WRONGTYPE Operation against a key", false, false, ErrWrongType, "", "key " + key + " holds a value the sliding_log algorithm does not use"},
+		{"NOPERM User rl has no permissions", false, false, ErrPermissionDenied, "", "NOPERM User rl has no permissions"},
+		{"WRONGPASS invalid username-password pair or user is disabled.", false, false, ErrPermissionDenied, "", "WRONGPASS invalid username-password pair"},
+		{"ERR slidelimit invalid_argument cost: must be at least 1", false, false, ErrInvalidArgument, "cost", "cost: must be at least 1"},
+		// A name core does not know is no field, whatever the message says.
+		{"ERR slidelimit invalid_argument speed: too fast", false, false, ErrInvalidArgument, "", "speed: too fast"},
+		{"ERR Error running script: boom", false, false, ErrScriptError, "", "ERR Error running script: boom"},
 	}
+	cause := errors.New("the client's error")
 	for _, c := range cases {
-		retry, code, message := h.mapServerError(c.reply, key, c.afterRetry)
-		if retry != c.retry || code != c.code || !strings.HasPrefix(message, c.message) {
-			t.Errorf("%q (after retry %v): retry %v, %v %q; want retry %v, %v %q...",
-				c.reply, c.afterRetry, retry, code, message, c.retry, c.code, c.message)
+		retry, e := h.mapServerError(c.reply, key, c.afterRetry, cause)
+		switch {
+		case retry != c.retry:
+			t.Errorf("%q (after retry %v): retry %v, want %v", c.reply, c.afterRetry, retry, c.retry)
+		case retry && e != nil:
+			t.Errorf("%q (after retry %v): a retry with an error %v", c.reply, c.afterRetry, e)
+		case !retry && (e.Code != c.code || e.Field() != c.field || !strings.HasPrefix(e.Message, c.message) || e.Err != cause):
+			t.Errorf("%q (after retry %v): %v field %q %q (cause %v); want %v field %q %q...",
+				c.reply, c.afterRetry, e.Code, e.Field(), e.Message, e.Err, c.code, c.field, c.message)
 		}
 		// A command that is no script call (Reset's DEL): never a retry, and
 		// a WRONGTYPE names no key.
-		code, message = mapCommandError(c.reply)
+		e = mapCommandError(c.reply, cause)
 		wantCode, wantMessage := c.code, c.message
 		if c.retry {
 			wantCode, wantMessage = ErrScriptError, c.reply
 		} else if c.code == ErrWrongType {
 			wantMessage = c.reply
 		}
-		if code != wantCode || !strings.HasPrefix(message, wantMessage) {
-			t.Errorf("%q as a command: %v %q, want %v %q...", c.reply, code, message, wantCode, wantMessage)
+		if e.Code != wantCode || e.Field() != c.field || !strings.HasPrefix(e.Message, wantMessage) || e.Err != cause {
+			t.Errorf("%q as a command: %v field %q %q, want %v field %q %q...",
+				c.reply, e.Code, e.Field(), e.Message, wantCode, c.field, wantMessage)
 		}
 	}
 }

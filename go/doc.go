@@ -28,4 +28,10 @@
 //
 // Redis errors are never decisions: an unreachable or slow Redis is
 // ErrUnavailable, never "denied" and never "allowed".
+//
+// The package depends on go-redis and nothing else outside the standard
+// library. Metrics are opt-in and live in their own packages: WithObserver
+// hands every acquire's outcome to an Observer, and the subpackage promlimit
+// provides the Prometheus metrics every binding exports; riverlimit gates
+// River jobs.
 package slidelimit

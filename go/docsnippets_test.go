@@ -16,7 +16,7 @@ import (
 // longer matches the API fails the build instead of the user.
 func TestDocSnippetsAreExamples(t *testing.T) {
 	docs := []string{"../docs/go.md", "../README.md"}
-	exampleFiles := []string{"example_test.go", "riverlimit/example_test.go"}
+	exampleFiles := []string{"example_test.go", "promlimit/example_test.go", "riverlimit/example_test.go"}
 
 	var bodies [][]string
 	fset := token.NewFileSet()

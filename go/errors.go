@@ -90,6 +90,18 @@ type Error struct {
 	Code    Code
 	Message string
 	Err     error
+
+	// field is the field core named when it made the error (the C ABI
+	// reports it beside the message), or the package's own for the few
+	// errors it makes itself; never read back from Message.
+	field string
+}
+
+// invalidArgument is an ErrInvalidArgument the package makes itself, about
+// one of its own parameters (client, window): the message starts with the
+// field's name, as core's do.
+func invalidArgument(field, problem string) *Error {
+	return &Error{Code: ErrInvalidArgument, Message: field + ": " + problem, field: field}
 }
 
 func (e *Error) Error() string {
@@ -102,6 +114,17 @@ func (e *Error) Error() string {
 		s += ": " + e.Err.Error()
 	}
 	return s
+}
+
+// Field is the field an ErrInvalidArgument is about ("limit", "tenant",
+// "timeout_ms", ...), and "" for every other code. Core decides it when it
+// makes the error and the C ABI hands it over beside the message, so it is
+// never parsed out of Message; an *Error built by hand has none.
+func (e *Error) Field() string {
+	if e.Code != ErrInvalidArgument {
+		return ""
+	}
+	return e.field
 }
 
 // Is matches the sentinel of the error's code.

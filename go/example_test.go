@@ -1,7 +1,8 @@
 package slidelimit_test
 
 // Every ```go block of docs/go.md is (modulo indentation) in the body of an
-// Example function here or in riverlimit/example_test.go, and
+// Example function here, in promlimit/example_test.go or in
+// riverlimit/example_test.go, and
 // TestDocSnippetsAreExamples fails when one is not: a snippet that no longer
 // matches the API fails the build. Examples with an Output comment run in
 // go test; the ones that need a Redis only compile.
@@ -14,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelimit/slidelimit/go"
@@ -135,24 +135,6 @@ func ExampleErrUnavailable() {
 			// nothing listens at Addr: a deployment problem, not a slow server
 		}
 		return err
-	}
-	_ = run
-}
-
-// Metrics in a Prometheus registry. Needs a Redis client, so it only compiles.
-func ExampleNewMetrics() {
-	run := func(client *redis.Client, policy slidelimit.Policy) error {
-		registry := prometheus.NewRegistry()
-		m, err := slidelimit.NewMetrics(registry, slidelimit.MetricsOptions{TenantLabel: false})
-		if err != nil {
-			return err
-		}
-		limiter, err := slidelimit.New(client, policy, slidelimit.WithMetrics(m))
-		if err != nil {
-			return err
-		}
-		defer limiter.Close()
-		return nil
 	}
 	_ = run
 }

@@ -57,17 +57,32 @@ func staticString(p *C.uint8_t, n C.size_t) string {
 	return C.GoStringN((*C.char)(unsafe.Pointer(p)), C.int(n))
 }
 
+// errorOut is what a failing C call reports besides its code: the message
+// buffer and the field core blames.
+type errorOut func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result
+
 // failure turns a result code into an *Error. The fast paths pass no message
-// buffer; when a call fails, `retry` runs it again with one (the functions are
-// deterministic for the inputs that fail), so success costs nothing extra.
-func failure(code C.slidelimit_result, retry func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result) error {
+// buffer; when a call fails, `retry` runs it again with one and with the
+// field out-param (the functions are deterministic for the inputs that
+// fail), so success costs nothing extra.
+func failure(code C.slidelimit_result, retry errorOut) error {
 	buf := make([]byte, msgCap)
 	var n C.size_t
-	message := ""
-	if retry != nil && retry((*C.uint8_t)(unsafe.Pointer(&buf[0])), &n) == code {
-		message = string(buf[:n])
+	var field C.slidelimit_field
+	e := &Error{Code: Code(code)}
+	if retry != nil && retry((*C.uint8_t)(unsafe.Pointer(&buf[0])), &n, &field) == code {
+		e.Message = string(buf[:n])
+		e.field = fieldName(field)
 	}
-	return &Error{Code: Code(code), Message: message}
+	return e
+}
+
+// fieldName copies the field core named (static memory), "" for none.
+func fieldName(f C.slidelimit_field) string {
+	if f.name == nil {
+		return ""
+	}
+	return staticString(f.name, f.len)
 }
 
 // policyHandle owns one slidelimit_policy. Calls hold the read lock, so Close
@@ -88,12 +103,12 @@ func newPolicyHandle(p Policy) (*policyHandle, error) {
 		return nil, err
 	}
 	var ptr *C.slidelimit_policy
-	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
 		return C.slidelimit_policy_new(bytesPtr(p.Namespace), C.size_t(len(p.Namespace)),
 			bytesPtr(p.Resource), C.size_t(len(p.Resource)), alg,
-			C.uint64_t(p.Limit), C.uint64_t(windowMs), &ptr, msg, msgCap, msgLen)
+			C.uint64_t(p.Limit), C.uint64_t(windowMs), &ptr, msg, msgCap, msgLen, field)
 	}
-	if r := run(nil, nil); r != C.SLIDELIMIT_RESULT_OK {
+	if r := run(nil, nil, nil); r != C.SLIDELIMIT_RESULT_OK {
 		return nil, failure(r, run)
 	}
 	liveHandles.Add(1)
@@ -116,10 +131,10 @@ func (h *policyHandle) free() {
 
 func parseAlgorithm(name string) (C.uint32_t, error) {
 	var alg C.uint32_t
-	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
-		return C.slidelimit_algorithm_parse(bytesPtr(name), C.size_t(len(name)), &alg, msg, msgCap, msgLen)
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
+		return C.slidelimit_algorithm_parse(bytesPtr(name), C.size_t(len(name)), &alg, msg, msgCap, msgLen, field)
 	}
-	if r := run(nil, nil); r != C.SLIDELIMIT_RESULT_OK {
+	if r := run(nil, nil, nil); r != C.SLIDELIMIT_RESULT_OK {
 		return 0, failure(r, run)
 	}
 	return alg, nil
@@ -166,12 +181,12 @@ func (h *policyHandle) buildCallSized(tenant string, cost uint64, nowPtr *C.uint
 	var nKeys, nParts, used C.size_t
 	for attempt := 0; ; attempt++ {
 		buf := make([]byte, size)
-		run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
+		run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
 			return C.slidelimit_policy_build_call_into(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
 				C.uint64_t(cost), nowPtr, mode, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)),
-				&lens[0], C.size_t(len(lens)), &nKeys, &nParts, &used, msg, msgCap, msgLen)
+				&lens[0], C.size_t(len(lens)), &nKeys, &nParts, &used, msg, msgCap, msgLen, field)
 		}
-		r := run(nil, nil)
+		r := run(nil, nil, nil)
 		runtime.KeepAlive(h) // The finalizer must not free the policy during the call.
 		if r == C.SLIDELIMIT_RESULT_BUFFER_TOO_SMALL && attempt == 0 && int(used) > size {
 			size = int(used)
@@ -215,11 +230,11 @@ func (h *policyHandle) key(tenant string) (string, error) {
 	buf := make([]byte, C.SLIDELIMIT_KEY_MAX)
 	var n C.size_t
 	var slot C.uint16_t
-	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
 		return C.slidelimit_policy_key(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
-			(*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &slot, msg, msgCap, msgLen)
+			(*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &slot, msg, msgCap, msgLen, field)
 	}
-	r := run(nil, nil)
+	r := run(nil, nil, nil)
 	runtime.KeepAlive(h)
 	if r != C.SLIDELIMIT_RESULT_OK {
 		return "", failure(r, run)
@@ -262,10 +277,10 @@ func parseReply(reply []int64) (Decision, error) {
 	if len(reply) > 0 {
 		ptr = (*C.int64_t)(unsafe.Pointer(&reply[0]))
 	}
-	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
-		return C.slidelimit_decision_from_reply(ptr, C.size_t(len(reply)), &d, msg, msgCap, msgLen)
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
+		return C.slidelimit_decision_from_reply(ptr, C.size_t(len(reply)), &d, msg, msgCap, msgLen, field)
 	}
-	r := run(nil, nil)
+	r := run(nil, nil, nil)
 	if r != C.SLIDELIMIT_RESULT_OK {
 		return Decision{}, failure(r, run)
 	}
@@ -284,38 +299,40 @@ func decisionFromC(d *C.slidelimit_decision) Decision {
 
 // mapServerError applies core's table to an error reply from Redis to a
 // script call on key under the policy: retry is true for a NOSCRIPT to
-// EVALSHA (send EVAL once); otherwise code and message are what every
-// binding reports. afterRetry maps the reply to that EVAL. It reads no C
-// object, so it needs no lock.
-func (h *policyHandle) mapServerError(reply, key string, afterRetry bool) (retry bool, code Code, message string) {
+// EVALSHA (send EVAL once); otherwise e is what every binding reports (code,
+// field and message, all core's), with cause as its Err. afterRetry maps the
+// reply to that EVAL. It reads no C object, so it needs no lock.
+func (h *policyHandle) mapServerError(reply, key string, afterRetry bool, cause error) (retry bool, e *Error) {
 	var action C.slidelimit_server_error_action
 	var c C.slidelimit_result
+	var field C.slidelimit_field
 	buf := make([]byte, len(reply)+len(key)+C.SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA)
 	var n C.size_t
 	r := C.slidelimit_server_error_map(bytesPtr(reply), C.size_t(len(reply)), bytesPtr(key), C.size_t(len(key)),
 		h.alg, C.bool(afterRetry), &action, &c, (*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n,
-		nil, 0, nil)
+		&field, nil, 0, nil, nil)
 	if r != C.SLIDELIMIT_RESULT_OK {
-		return false, ErrInternal, "mapping the server error failed: " + resultName(Code(r))
+		return false, &Error{Code: ErrInternal, Message: "mapping the server error failed: " + resultName(Code(r)), Err: cause}
 	}
 	if action == C.SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL {
-		return true, 0, ""
+		return true, nil
 	}
-	return false, Code(c), string(buf[:n])
+	return false, &Error{Code: Code(c), Message: string(buf[:n]), Err: cause, field: fieldName(field)}
 }
 
 // mapCommandError applies core's table to an error reply from Redis to a
 // command that is no script call (a reset's DEL): never a retry.
-func mapCommandError(reply string) (Code, string) {
+func mapCommandError(reply string, cause error) *Error {
 	var c C.slidelimit_result
+	var field C.slidelimit_field
 	buf := make([]byte, len(reply)+C.SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA)
 	var n C.size_t
 	r := C.slidelimit_server_error_map_command(bytesPtr(reply), C.size_t(len(reply)), &c,
-		(*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n)
+		(*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &field)
 	if r != C.SLIDELIMIT_RESULT_OK {
-		return ErrInternal, "mapping the server error failed: " + resultName(Code(r))
+		return &Error{Code: ErrInternal, Message: "mapping the server error failed: " + resultName(Code(r)), Err: cause}
 	}
-	return Code(c), string(buf[:n])
+	return &Error{Code: Code(c), Message: string(buf[:n]), Err: cause, field: fieldName(field)}
 }
 
 // memoryHandle owns one slidelimit_memory engine.
@@ -364,15 +381,15 @@ func (h *memoryHandle) check(p *policyHandle, tenant string, cost uint64, now *u
 		nowPtr = &v
 	}
 	var d C.slidelimit_decision
-	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
 		if mode == modePeek {
 			return C.slidelimit_memory_peek(h.ptr, p.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
-				C.uint64_t(cost), nowPtr, C.uint64_t(clock), &d, msg, msgCap, msgLen)
+				C.uint64_t(cost), nowPtr, C.uint64_t(clock), &d, msg, msgCap, msgLen, field)
 		}
 		return C.slidelimit_memory_acquire(h.ptr, p.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
-			C.uint64_t(cost), nowPtr, C.uint64_t(clock), &d, msg, msgCap, msgLen)
+			C.uint64_t(cost), nowPtr, C.uint64_t(clock), &d, msg, msgCap, msgLen, field)
 	}
-	r := run(nil, nil)
+	r := run(nil, nil, nil)
 	runtime.KeepAlive(h)
 	runtime.KeepAlive(p)
 	if r != C.SLIDELIMIT_RESULT_OK {
@@ -390,11 +407,11 @@ func (h *memoryHandle) reset(p *policyHandle, tenant string) (bool, error) {
 		return false, errClosed()
 	}
 	var removed C.bool
-	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
 		return C.slidelimit_memory_reset(h.ptr, p.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
-			&removed, msg, msgCap, msgLen)
+			&removed, msg, msgCap, msgLen, field)
 	}
-	r := run(nil, nil)
+	r := run(nil, nil, nil)
 	runtime.KeepAlive(h)
 	runtime.KeepAlive(p)
 	if r != C.SLIDELIMIT_RESULT_OK {
@@ -408,6 +425,11 @@ func resultName(code Code) string {
 	return C.GoString(C.slidelimit_result_name(C.uint32_t(code)))
 }
 
+// defaultNamespace and defaultAlgorithm are core's policy defaults (static
+// C strings).
+func defaultNamespace() string    { return C.GoString(C.slidelimit_default_namespace()) }
+func defaultAlgorithm() Algorithm { return Algorithm(C.GoString(C.slidelimit_default_algorithm())) }
+
 // Version is the version of slidelimit-core this package is linked with.
 func Version() string {
 	return C.GoString(C.slidelimit_version())
@@ -416,10 +438,10 @@ func Version() string {
 // checkTimeoutMs applies core's rule for a per-call timeout in milliseconds
 // (1 ..= 2^31 - 1), shared by every binding.
 func checkTimeoutMs(ms uint64) error {
-	run := func(msg *C.uint8_t, msgLen *C.size_t) C.slidelimit_result {
-		return C.slidelimit_check_timeout_ms(C.uint64_t(ms), msg, msgCap, msgLen)
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
+		return C.slidelimit_check_timeout_ms(C.uint64_t(ms), msg, msgCap, msgLen, field)
 	}
-	if r := run(nil, nil); r != C.SLIDELIMIT_RESULT_OK {
+	if r := run(nil, nil, nil); r != C.SLIDELIMIT_RESULT_OK {
 		return failure(r, run)
 	}
 	return nil

@@ -23,11 +23,12 @@ const (
 	SlidingCounter Algorithm = "sliding_counter"
 )
 
-// Core's defaults, which the zero values of Policy.Namespace and
-// Policy.Algorithm stand for (as in the Node binding).
-const (
-	DefaultNamespace = "rl"
-	DefaultAlgorithm = SlidingLog
+// Core's defaults, read through the C ABI, which the zero values of
+// Policy.Namespace and Policy.Algorithm stand for (as in every binding):
+// "rl" and SlidingLog.
+var (
+	DefaultNamespace = defaultNamespace()
+	DefaultAlgorithm = defaultAlgorithm()
 )
 
 // Policy is one rate limit: at most Limit permits per rolling window for each
@@ -69,11 +70,11 @@ func (p Policy) windowMs() (uint64, error) {
 	case p.Window == 0:
 		return p.WindowMs, nil
 	case p.WindowMs != 0:
-		return 0, &Error{Code: ErrInvalidArgument, Message: fmt.Sprintf(
-			"window: set Window or WindowMs, not both (Window %v, WindowMs %d)", p.Window, p.WindowMs)}
+		return 0, invalidArgument("window", fmt.Sprintf(
+			"set Window or WindowMs, not both (Window %v, WindowMs %d)", p.Window, p.WindowMs))
 	case p.Window < 0 || p.Window%time.Millisecond != 0:
-		return 0, &Error{Code: ErrInvalidArgument, Message: fmt.Sprintf(
-			"window: must be a positive whole number of milliseconds, got %v", p.Window)}
+		return 0, invalidArgument("window", fmt.Sprintf(
+			"must be a positive whole number of milliseconds, got %v", p.Window))
 	}
 	return uint64(p.Window / time.Millisecond), nil
 }
@@ -102,9 +103,9 @@ func (d Decision) ResetAfter() time.Duration { return time.Duration(d.ResetAfter
 const DefaultTimeout = time.Second
 
 type config struct {
-	timeout time.Duration
-	metrics *Metrics
-	clock   func() time.Time
+	timeout   time.Duration
+	observers []Observer
+	clock     func() time.Time
 }
 
 // Option configures a Limiter.
@@ -116,9 +117,6 @@ type Option func(*config)
 // milliseconds; zero, a negative or a sub-millisecond timeout makes New and
 // NewMemory fail with ErrInvalidArgument naming timeout_ms.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
-
-// WithMetrics records every acquire's decision in m.
-func WithMetrics(m *Metrics) Option { return func(c *config) { c.metrics = m } }
 
 // WithClock sets the clock of the memory engine, which stands in for Redis
 // TIME (default time.Now). Limiters on Redis ignore it.
@@ -149,7 +147,7 @@ type Limiter struct {
 // read directly, otherwise the Limiter stops waiting for the reply itself.
 func New(client redis.UniversalClient, p Policy, opts ...Option) (*Limiter, error) {
 	if client == nil {
-		return nil, &Error{Code: ErrInvalidArgument, Message: "client: must not be nil"}
+		return nil, invalidArgument("client", "must not be nil")
 	}
 	l, err := newLimiter(p, opts)
 	if err != nil {
@@ -279,8 +277,7 @@ func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 		n, err := l.client.Del(ctx, key).Result()
 		removed = n
 		if isServerError(err) {
-			code, message := mapCommandError(err.Error())
-			return &Error{Code: code, Message: message, Err: err}
+			return mapCommandError(err.Error(), err)
 		}
 		return err
 	})
@@ -301,8 +298,8 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 	} else {
 		d, err = l.checkRedis(ctx, tenant, cost, now, mode)
 	}
-	if err == nil && mode == modeAcquire && l.cfg.metrics != nil {
-		l.cfg.metrics.Observe(l.policy.Resource, tenant, d)
+	if mode == modeAcquire {
+		l.observe(tenant, cost, d, err)
 	}
 	return d, err
 }
@@ -365,11 +362,7 @@ func isServerError(err error) bool {
 // and message (a WRONGTYPE names the key and the algorithm), with go-redis's
 // error kept as the cause.
 func (l *Limiter) serverError(err error, key string, afterRetry bool) (retry bool, e *Error) {
-	retry, code, message := l.handle.mapServerError(err.Error(), key, afterRetry)
-	if retry {
-		return true, nil
-	}
-	return false, &Error{Code: code, Message: message, Err: err}
+	return l.handle.mapServerError(err.Error(), key, afterRetry, err)
 }
 
 // bounded runs one Redis exchange within the timeout. When the client would

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/slidelimit/slidelimit/go"
@@ -490,79 +488,6 @@ func TestConcurrentAcquiresShareOneBudget(t *testing.T) {
 	if allowed.Load() != 100 {
 		t.Fatalf("allowed %d of 320, limit 100", allowed.Load())
 	}
-}
-
-func TestMetrics(t *testing.T) {
-	for _, tenantLabel := range []bool{false, true} {
-		reg := prometheus.NewRegistry()
-		m, err := slidelimit.NewMetrics(reg, slidelimit.MetricsOptions{TenantLabel: tenantLabel})
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := testPolicy(t, slidelimit.SlidingLog, 2, 1000)
-		l := newMemoryLimiter(t, p, slidelimit.WithMetrics(m))
-		for i := 0; i < 5; i++ {
-			if _, err := l.AcquireAt(ctx, "t", 1, 1000); err != nil {
-				t.Fatal(err)
-			}
-		}
-		if _, err := l.PeekAt(ctx, "t", 1, 1000); err != nil { // peeks are not counted
-			t.Fatal(err)
-		}
-		wantLabels := 1
-		if tenantLabel {
-			wantLabels = 2
-		}
-		if got := counterValue(t, reg, "ratelimit_allowed_total", wantLabels); got != 2 {
-			t.Fatalf("allowed %v", got)
-		}
-		if got := counterValue(t, reg, "ratelimit_denied_total", wantLabels); got != 3 {
-			t.Fatalf("denied %v", got)
-		}
-		expected := fmt.Sprintf(`
-# HELP ratelimit_wait_seconds retry_after handed to denied callers, in seconds.
-# TYPE ratelimit_wait_seconds histogram
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="0.001"} 0
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="0.005"} 0
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="0.01"} 0
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="0.05"} 0
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="0.1"} 0
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="0.5"} 0
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="1"} 3
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="5"} 3
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="10"} 3
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="30"} 3
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="60"} 3
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="600"} 3
-ratelimit_wait_seconds_bucket{resource=%[1]q,le="+Inf"} 3
-ratelimit_wait_seconds_sum{resource=%[1]q} 3
-ratelimit_wait_seconds_count{resource=%[1]q} 3
-`, p.Resource)
-		if err := testutil.GatherAndCompare(reg, strings.NewReader(expected), "ratelimit_wait_seconds"); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
-// counterValue is the value of the one series of a counter family, whose
-// label count is checked too.
-func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels int) float64 {
-	t.Helper()
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		if len(f.Metric) != 1 || len(f.Metric[0].Label) != labels {
-			t.Fatalf("%s: %v", name, f.Metric)
-		}
-		return f.Metric[0].GetCounter().GetValue()
-	}
-	t.Fatalf("%s not registered", name)
-	return 0
 }
 
 func TestMemoryEngineUsesItsClock(t *testing.T) {

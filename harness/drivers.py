@@ -17,6 +17,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DRIVERS_DIR = os.path.join(ROOT, "drivers")
 
 
+def drivers_dir():
+    """drivers/, or SLIDELIMIT_DRIVERS_DIR when set (the harnesses' own tests
+    point it at fake drivers)."""
+    return os.environ.get("SLIDELIMIT_DRIVERS_DIR") or DRIVERS_DIR
+
+
 class DriverError(Exception):
     """The driver broke the protocol: it died, printed no line, or not JSON."""
 
@@ -24,8 +30,9 @@ class DriverError(Exception):
 def registered():
     """Names of the registered drivers (executables in drivers/), sorted."""
     names = []
-    for name in sorted(os.listdir(DRIVERS_DIR)):
-        path = os.path.join(DRIVERS_DIR, name)
+    directory = drivers_dir()
+    for name in sorted(os.listdir(directory)):
+        path = os.path.join(directory, name)
         if os.path.isfile(path) and os.access(path, os.X_OK):
             names.append(name)
     return names
@@ -41,7 +48,7 @@ class Driver:
     def start(cls, name, env=None, stderr=None):
         """Starts drivers/NAME. stderr: a file object for its diagnostics
         (default: inherited)."""
-        path = os.path.join(DRIVERS_DIR, name)
+        path = os.path.join(drivers_dir(), name)
         if not os.access(path, os.X_OK):
             raise DriverError(f"no driver {name!r} (have: {', '.join(registered())})")
         proc = subprocess.Popen(
@@ -106,6 +113,15 @@ class Driver:
                 self._proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+        self._release()
+
+    def _release(self):
+        """Closes our ends of the pipes (a driver that died left them open)."""
+        for pipe in (self._proc.stdin, self._proc.stdout):
+            try:
+                pipe.close()
+            except (BrokenPipeError, OSError):
+                pass
 
     def kill(self):
         if self._proc.poll() is None:

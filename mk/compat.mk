@@ -16,14 +16,14 @@ COMPAT_ARCHIVES = $(filter-out debian,$(sort $(COMPAT_SERVERS) $(COMPAT_CLUSTER_
 .PHONY: compat compat-servers compat-archives
 
 # Archives and servers first (a machine without them fails here, before
-# building anything else); then the bindings as `make conformance` and the
-# audit need them, and the C library the Go runner links (its runner only
-# builds it when missing).
+# building anything else); then the CLI (the server-time check runs it) and
+# every registered driver (docs/driver.md), which conformance/all and
+# audit/run drive and never build.
 compat-servers:
 	@$(if $(COMPAT_ARCHIVES),scripts/compat-servers.sh build $(COMPAT_ARCHIVES),:)
 
 compat: compat-servers
-	$(MAKE) --no-print-directory build ffi-lib node-build node-deps
+	$(MAKE) --no-print-directory build drivers
 	scripts/compat.sh --bindings "$(CONFORMANCE_BINDINGS)" --vectors "$(VECTORS)" \
 		--servers "$(COMPAT_SERVERS)" --cluster "$(COMPAT_CLUSTER_SERVERS)"
 

@@ -1,6 +1,6 @@
 # The C ABI (ffi-c/) and the Go binding (go/): static library, header drift
 # check, the C test under valgrind, go vet/gofmt, go test with a real Redis and
-# a real PostgreSQL (River), the Go conformance runner and benchmarks.
+# a real PostgreSQL (River), the Go driver (docs/driver.md) and benchmarks.
 export PATH := $(PATH):/usr/local/go/bin
 
 GO ?= go
@@ -18,9 +18,11 @@ GO_LIBFLAGS = GOFLAGS="-buildvcs=false -ldflags=-X=github.com/slidelimit/slideli
 
 TEST_TARGETS += test-go
 BENCH_TARGETS += bench-go
-CONFORMANCE_BINDINGS += go
+DRIVER_TARGETS += driver-go
+GO_DRIVER := .tmp/go/bin/slidelimit-driver
+CONFORMANCE_BINDINGS += go go:memory
 
-.PHONY: ffi-lib ffi-header ffi-header-check test-ffi go-lint test-postgres-helper test-go bench-go
+.PHONY: ffi-lib ffi-header ffi-header-check test-ffi go-lint test-postgres-helper test-go bench-go driver-go
 
 # cbindgen's version is pinned: another version may write another header.
 $(CBINDGEN):
@@ -62,6 +64,9 @@ go-lint: ffi-lib
 # a TTL (servers the tests start themselves check it before they stop).
 # The PostgreSQL helper runs the server as another user when run as root; it
 # must work from a checkout under a private (0700) directory.
+# Two tests run the go command themselves (so it must be on PATH): go list
+# -deps (no Prometheus in the main package's graph) and the Installing steps
+# of docs/go.md in a fresh project under .tmp/go/install-project.
 test-postgres-helper: deps
 	go/scripts/test-with-postgres.sh
 
@@ -72,3 +77,8 @@ test-go: test-ffi go-lint test-postgres-helper
 
 bench-go: ffi-lib
 	scripts/with-redis.sh bash -c 'export $(GO_LIBFLAGS) && cd go && $(GO) test -run "^$$" -bench . -benchmem -count 1 .'
+
+# The Go driver, launched by drivers/go. Incremental: cheap when nothing changed.
+driver-go: ffi-lib
+	@mkdir -p $(dir $(GO_DRIVER))
+	cd go && $(GO_LIBFLAGS) $(GO) build -o $(CURDIR)/$(GO_DRIVER) ./cmd/slidelimit-driver

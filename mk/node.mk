@@ -3,7 +3,9 @@
 
 TEST_TARGETS += test-node
 BENCH_TARGETS += bench-node
-CONFORMANCE_BINDINGS += node wasm
+# drivers/node and drivers/wasm (docs/driver.md) run node/scripts/driver.js.
+DRIVER_TARGETS += driver-node
+CONFORMANCE_BINDINGS += node node:memory wasm wasm:memory
 
 NODE_TOOLS := $(CURDIR)/.tmp/tools
 # wasm-bindgen-cli must match the wasm-bindgen crate exactly; the pin lives in wasm/Cargo.toml.
@@ -16,7 +18,7 @@ NODE_TEST_FILES := test/limiter.test.js test/cluster.test.js test/faults.test.js
 NODE_DROP_BULLMQ_KEYS := redis-cli -u "$$SLIDELIMIT_TEST_REDIS_URL" --scan --pattern "bull:*" \
   | xargs -r redis-cli -u "$$SLIDELIMIT_TEST_REDIS_URL" del >/dev/null
 
-.PHONY: node-build node-addon node-wasm node-wasm-bindgen node-deps node-typecheck test-node bench-node
+.PHONY: node-build node-addon node-wasm node-wasm-bindgen node-deps node-typecheck test-node bench-node driver-node
 
 node-addon:
 	$(CARGO) build --release -p slidelimit-node
@@ -39,6 +41,8 @@ node-wasm: node-wasm-bindgen
 
 node-build: node-addon node-wasm
 
+driver-node: node-build node-deps
+
 # npm ci from the committed package-lock.json; redone when the lock changes.
 node-deps: node/node_modules/.package-lock.json
 
@@ -58,7 +62,7 @@ test-node: deps node-build node-deps node-typecheck
 	cd node && SLIDELIMIT_IMPL=wasm ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \
 	  node --test $(NODE_TEST_FILES)
 	cd node && ../scripts/with-redis.sh ../scripts/with-ttl-check.sh \
-	  bash -c 'node --test test/bullmq.test.js && $(NODE_DROP_BULLMQ_KEYS)'
+	  bash -c 'node --test test/bullmq.test.js test/peer-range.test.js test/docs.test.js && $(NODE_DROP_BULLMQ_KEYS)'
 	cd node && node --test test/packaging.test.js
 
 bench-node: deps node-build node-deps

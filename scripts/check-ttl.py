@@ -8,61 +8,22 @@ Cluster (SLIDELIMIT_TEST_CLUSTER_URLS), before they are stopped. Exit 0: all
 keys expire; 1: some do not (listed on stderr); 2: a server could not be read.
 """
 import os
-import socket
 import sys
-from urllib.parse import urlparse
 
-
-class Redis:
-    """Just enough RESP2 for SCAN, PTTL and ROLE, pipelined."""
-
-    def __init__(self, url):
-        u = urlparse(url)
-        self.sock = socket.create_connection((u.hostname, u.port or 6379), timeout=10)
-        self.buf = self.sock.makefile("rb")
-
-    def send(self, *commands):
-        out = bytearray()
-        for args in commands:
-            out += b"*%d\r\n" % len(args)
-            for a in args:
-                a = a if isinstance(a, bytes) else str(a).encode()
-                out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(out)
-        return [self.read() for _ in commands]
-
-    def read(self):
-        line = self.buf.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest
-        if kind == b"-":
-            raise RuntimeError(rest.decode(errors="replace"))
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = self.buf.read(n + 2)
-            return data[:-2]
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.read() for _ in range(n)]
-        raise RuntimeError(f"unexpected reply {line!r}")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness.resp import Redis  # noqa: E402
 
 
 def keys_without_ttl(url):
-    r = Redis(url)
-    (role,) = r.send(["ROLE"])
+    r = Redis.from_url(url)
+    role = r("ROLE")
     if role[0] != b"master":
         return None  # a replica mirrors its master, which is checked itself
     cursor, checked, missing = b"0", 0, []
     while True:
-        (reply,) = r.send(["SCAN", cursor, "COUNT", "1000"])
-        cursor, keys = reply
+        cursor, keys = r("SCAN", cursor, "COUNT", "1000")
         if keys:
-            ttls = r.send(*[["PTTL", k] for k in keys])
+            ttls = r.pipeline(*[["PTTL", k] for k in keys])
             checked += len(keys)
             # -1: no TTL; -2: expired since SCAN saw it.
             missing += [k for k, ttl in zip(keys, ttls) if ttl == -1]

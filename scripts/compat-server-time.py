@@ -34,52 +34,21 @@ from urllib.parse import urlparse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, ROOT)
+from harness import resp  # noqa: E402
 LIMIT, WINDOW = 2, 60_000
 SLACK_MS = 10_000  # how far the server's clock may move during the check
 
 
-class Redis:
-    """Just enough RESP2 for a few commands (as scripts/check-ttl.py)."""
+class Redis(resp.Redis):
+    """An admin connection to 127.0.0.1:port, replies as str."""
 
     def __init__(self, port, host="127.0.0.1"):
-        import socket
-
-        self.port = port
-        self.sock = socket.create_connection((host, port), timeout=10)
-        self.buf = self.sock.makefile("rb")
-
-    def __call__(self, *args):
-        out = bytearray(b"*%d\r\n" % len(args))
-        for a in args:
-            a = a if isinstance(a, bytes) else str(a).encode()
-            out += b"$%d\r\n%s\r\n" % (len(a), a)
-        self.sock.sendall(out)
-        return self.read()
-
-    def read(self):
-        line = self.buf.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            raise RuntimeError(rest.decode(errors="replace"))
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.buf.read(n + 2)[:-2].decode()
-        if kind == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.read() for _ in range(n)]
-        raise RuntimeError(f"unexpected reply {line!r}")
+        super().__init__(host, port, timeout=10, decode=True)
 
     def time_ms(self):
         secs, micros = self("TIME")
         return int(secs) * 1000 + int(micros) // 1000
-
-    def info(self, section):
-        text = self("INFO", section)
-        return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
 
 
 failures = []

@@ -6,13 +6,15 @@
 # A server is an archive name that scripts/compat-servers.sh builds, or
 # `debian` (redis-server on PATH, Debian's 7.0). Per standalone server, on a
 # fresh server of its own (scripts/with-redis.sh with SLIDELIMIT_REDIS_SERVER):
-#   conformance   conformance/all VECTORS BINDINGS (one column per binding)
+#   conformance   conformance/all VECTORS BINDINGS (one column per binding's
+#                 driver: DRIVER on the server, DRIVER:memory or memory embedded)
 #   server-time   scripts/compat-server-time.py (TIME then a write, a replica)
-#   audit         audit/run in make test-audit's short mode, standalone
+#   audit         audit/run in make test-audit's short mode, standalone (every
+#                 registered driver)
 # Per Cluster server, on a six-node Cluster of it (scripts/with-cluster.sh):
 # the same with SLIDELIMIT_CONFORMANCE_CLUSTER=1, --cluster, and the audit's
 # cluster and cluster-failover targets. The servers must be built
-# (scripts/compat-servers.sh build) and the bindings too (make compat does
+# (scripts/compat-servers.sh build) and the drivers too (make compat does
 # both). Logs in .tmp/compat/ROW/. Exit 0 only when every cell passes.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"

@@ -1,13 +1,11 @@
-//! The `slidelimit` command line: the demo (`simulate`), one-off checks
-//! against a Redis (`acquire`, `peek`, `reset`) and the conformance runner
-//! (`replay`).
+//! The `slidelimit` command line: the demo (`simulate`) and one-off checks
+//! against a Redis (`acquire`, `peek`, `reset`).
 //!
 //! Exit status: 0 success (allowed, for acquire and peek), 1 denied, 2 usage
 //! error, 10 + the error's stable number otherwise (11 invalid_argument,
 //! 12 unavailable, 13 script_error, 14 wrong_type, 15 malformed_reply,
 //! 16 permission_denied, 17 internal).
 
-mod replay;
 mod simulate;
 
 use clap::{Args, Parser, Subcommand};
@@ -19,7 +17,7 @@ use std::time::Duration;
 #[command(
     name = "slidelimit",
     version,
-    about = "Sliding-window rate limiting on Redis: demo, checks and conformance replay."
+    about = "Sliding-window rate limiting on Redis: demo and checks."
 )]
 struct Cli {
     #[command(subcommand)]
@@ -37,8 +35,6 @@ enum Command {
     Peek(CallArgs),
     /// Forget everything recorded for a tenant under a policy.
     Reset(ResetArgs),
-    /// Print the decision log of a conformance vector file.
-    Replay(replay::ReplayArgs),
 }
 
 /// Where the keys live and which ones.
@@ -221,7 +217,6 @@ fn main() -> ExitCode {
         Command::Acquire(args) => call(args, false),
         Command::Peek(args) => call(args, true),
         Command::Reset(args) => reset(args),
-        Command::Replay(args) => replay::run(args).map(|()| ExitCode::SUCCESS),
     };
     result.unwrap_or_else(|f| {
         if !f.message.is_empty() {

@@ -1,5 +1,5 @@
-//! The `slidelimit` binary as a user runs it: the demo's audited numbers, the
-//! replay log, and acquire/peek/reset against the test redis-server.
+//! The `slidelimit` binary as a user runs it: the demo's audited numbers and
+//! acquire/peek/reset against the test redis-server.
 
 // The helpers the library's integration tests use (the test Redis, unique
 // namespaces, free ports): one copy, in rust/tests/common.
@@ -195,94 +195,6 @@ fn simulate_on_redis_decides_like_the_embedded_engine() {
     assert_eq!(redis.stdout, again.stdout);
 }
 
-const VECTORS: &str = r#"{"format": "slidelimit-vectors/1", "vectors": [
- {"name": "key/escape-brace", "kind": "key", "comment": "c",
-  "input": {"namespace": "rl", "resource": "geocode", "tenant": "a}b",
-            "algorithm": "sliding_log", "window_ms": 60000},
-  "expect": {"key": "rl:{geocode:a%7Db}:log:60000", "slot": 11133}},
- {"name": "key/bad-algorithm", "kind": "key", "comment": "c",
-  "input": {"namespace": "rl", "resource": "geocode", "tenant": "t",
-            "algorithm": "fixed", "window_ms": 60000},
-  "expect": {"error": "invalid_argument"}},
- {"name": "log/basic", "kind": "decision", "comment": "c",
-  "policy": {"namespace": "NS", "resource": "geocode",
-             "algorithm": "sliding_log", "limit": 3, "window_ms": 1000},
-  "steps": [
-    {"now_ms": 1000, "tenant": "t-1", "cost": 1,
-     "expect": {"allowed": true, "remaining": 2, "retry_after_ms": 0, "reset_after_ms": 1000, "now_ms": 1000}},
-    {"now_ms": 1000, "tenant": "t-1", "cost": 4, "expect": {"error": "invalid_argument"}},
-    {"now_ms": 1500, "tenant": "t-1", "cost": 3,
-     "expect": {"allowed": false, "remaining": 2, "retry_after_ms": 500, "reset_after_ms": 500, "now_ms": 1500}}]},
- {"name": "policy/limit-zero", "kind": "decision", "comment": "c",
-  "policy": {"namespace": "NS", "resource": "geocode",
-             "algorithm": "sliding_counter", "limit": 0, "window_ms": 1000},
-  "steps": [
-    {"now_ms": 1000, "tenant": "t-1", "cost": 1, "expect": {"error": "invalid_argument"}},
-    {"now_ms": 1001, "tenant": "t-1", "cost": 1, "expect": {"error": "invalid_argument"}}]}
-]}"#;
-
-const LOG: &str = r#"{"vector":"key/escape-brace","key":"rl:{geocode:a%7Db}:log:60000","slot":11133}
-{"vector":"key/bad-algorithm","error":"invalid_argument"}
-{"vector":"log/basic","step":0,"allowed":true,"remaining":2,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":1000}
-{"vector":"log/basic","step":1,"error":"invalid_argument"}
-{"vector":"log/basic","step":2,"allowed":false,"remaining":2,"retry_after_ms":500,"reset_after_ms":500,"now_ms":1500}
-{"vector":"policy/limit-zero","step":0,"error":"invalid_argument"}
-{"vector":"policy/limit-zero","step":1,"error":"invalid_argument"}
-"#;
-
-fn vector_file(namespace: &str, text: &str) -> std::path::PathBuf {
-    let path = std::env::temp_dir().join(format!("{namespace}.json"));
-    std::fs::write(&path, text.replace("\"NS\"", &format!("\"{namespace}\""))).unwrap();
-    path
-}
-
-#[test]
-fn replay_prints_the_decision_log() {
-    let ns = common::unique_namespace("cli-replay");
-    let path = vector_file(&ns, VECTORS);
-    let file = path.to_str().unwrap();
-    let memory = slidelimit(&["replay", file]);
-    assert!(memory.status.success(), "{}", stderr(&memory));
-    assert_eq!(stdout(&memory), LOG);
-    // Twice against Redis: the keys are reset first, so the log is the same.
-    for _ in 0..2 {
-        let redis = slidelimit(&["replay", file, "--redis", &common::redis_url()]);
-        assert!(redis.status.success(), "{}", stderr(&redis));
-        assert_eq!(stdout(&redis), LOG);
-    }
-    std::fs::remove_file(path).unwrap();
-}
-
-#[test]
-fn replay_rejects_a_bad_file() {
-    let ns = common::unique_namespace("cli-bad");
-    for (bad, why) in [
-        (
-            VECTORS.replace("\"cost\": 4,", "\"cost\": 4, \"extra\": 1,"),
-            "extra",
-        ),
-        (VECTORS.replace("slidelimit-vectors/1", "v2"), "format"),
-        (
-            VECTORS.replace("\"kind\": \"key\"", "\"kind\": \"keys\""),
-            "kind",
-        ),
-        (VECTORS[..40].to_owned(), "EOF"),
-    ] {
-        let path = vector_file(&ns, &bad);
-        let out = slidelimit(&["replay", path.to_str().unwrap()]);
-        assert_eq!(out.status.code(), Some(11), "{why}");
-        assert!(out.stdout.is_empty(), "no partial log for a bad file");
-        let err = stderr(&out);
-        assert!(
-            err.starts_with("error: invalid_argument: vector file") && err.contains(why),
-            "{err}"
-        );
-        std::fs::remove_file(path).unwrap();
-    }
-    let out = slidelimit(&["replay", "/nonexistent/vectors.json"]);
-    assert_eq!(out.status.code(), Some(11));
-}
-
 #[test]
 fn acquire_peek_reset_against_redis() {
     let ns = common::unique_namespace("cli-acq");
@@ -415,18 +327,4 @@ fn a_zero_timeout_is_invalid_argument_on_every_subcommand() {
         );
         assert!(out.stdout.is_empty(), "{verb}: no decision");
     }
-    let ns = common::unique_namespace("cli-timeout");
-    let path = vector_file(&ns, VECTORS);
-    let out = slidelimit(&[
-        "replay",
-        path.to_str().unwrap(),
-        "--redis",
-        &url,
-        "--timeout-ms",
-        "0",
-    ]);
-    std::fs::remove_file(path).unwrap();
-    assert_eq!(out.status.code(), Some(11), "{}", stderr(&out));
-    assert!(stderr(&out).starts_with("error: invalid_argument: timeout_ms:"));
-    assert!(out.stdout.is_empty(), "no error line per vector");
 }

@@ -20,7 +20,8 @@ pub enum ErrorCode {
     WrongType = 4,
     /// The reply was not the five integers the contract promises.
     MalformedReply = 5,
-    /// The server refused the command for this user (ACL).
+    /// The server refused the command for this user (ACL `NOPERM`) or refused
+    /// the credentials (`WRONGPASS`, `NOAUTH`).
     PermissionDenied = 6,
     /// A bug in slidelimit itself (for example a caught panic at the FFI boundary).
     Internal = 7,

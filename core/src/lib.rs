@@ -51,7 +51,7 @@ pub use script::{Mode, Script, ScriptCall};
 pub use server_error::{
     map_command_error, map_server_error, map_server_error_after_retry, ServerErrorAction,
 };
-pub use timeout::{check_timeout_ms, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
+pub use timeout::{check_timeout_ms, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 
 /// The crate version, reported by every binding.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -50,7 +50,11 @@ pub(crate) fn row(reply: &str) -> Row {
         "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" => {
             return Row::Transient
         }
-        "NOPERM" => return Row::PermissionDenied,
+        // An auth refusal is the same kind of failure as an ACL one: the
+        // server will not run commands for these credentials, and retrying
+        // cannot help. WRONGPASS answers AUTH/HELLO with a wrong password;
+        // NOAUTH any command on a connection that has not authenticated.
+        "NOPERM" | "WRONGPASS" | "NOAUTH" => return Row::PermissionDenied,
         _ => {}
     }
     // The scripts check their arguments as core does and name the field.
@@ -226,6 +230,25 @@ mod tests {
             assert_eq!(e.code(), ErrorCode::PermissionDenied, "{reply}");
             assert_eq!(e.message(), reply);
         }
+    }
+
+    #[test]
+    fn an_auth_refusal_is_permission_denied() {
+        for reply in [
+            "WRONGPASS invalid username-password pair or user is disabled.",
+            "NOAUTH Authentication required.",
+        ] {
+            let e = fail(reply);
+            assert_eq!(e.code(), ErrorCode::PermissionDenied, "{reply}");
+            assert_eq!(e.field(), None);
+            assert_eq!(e.message(), reply);
+            assert_eq!(map_server_error_after_retry(reply, KEY, LOG), e);
+            assert_eq!(map_command_error(reply), e);
+        }
+        // Only as the error's first word: a script's own text that merely
+        // mentions it stays a script error.
+        let e = fail("ERR Error running script: @user_script:1: WRONGPASS in a string");
+        assert_eq!(e.code(), ErrorCode::ScriptError);
     }
 
     #[test]

@@ -16,6 +16,9 @@ use crate::error::{Error, Result};
 pub const MIN_TIMEOUT_MS: u64 = 1;
 /// The largest timeout in milliseconds: 2^31 - 1 (about 24.8 days).
 pub const MAX_TIMEOUT_MS: u64 = (1 << 31) - 1;
+/// The timeout a binding uses when the caller sets none: 1 s, far above a
+/// check's loopback or LAN round trip, short enough to fail fast.
+pub const DEFAULT_TIMEOUT_MS: u64 = 1000;
 
 /// Checks a per-call timeout in milliseconds: `MIN_TIMEOUT_MS..=MAX_TIMEOUT_MS`,
 /// else `invalid_argument` naming `timeout_ms`. Returns the value unchanged.

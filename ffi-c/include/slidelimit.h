@@ -201,6 +201,37 @@ typedef uint32_t slidelimit_mode;
 #endif // __cplusplus
 
 /**
+ * Values of the `metric` parameters (passed as `uint32_t`, so that an
+ * out-of-range value from C is an error instead of undefined behaviour).
+ */
+enum slidelimit_metric
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /**
+   * Counter of acquires that were allowed (`ratelimit_allowed_total`).
+   */
+  SLIDELIMIT_METRIC_ALLOWED_TOTAL = 1,
+  /**
+   * Counter of acquires that were denied (`ratelimit_denied_total`).
+   */
+  SLIDELIMIT_METRIC_DENIED_TOTAL = 2,
+  /**
+   * Histogram of the retry-after handed to denied callers, in seconds
+   * (`ratelimit_wait_seconds`).
+   */
+  SLIDELIMIT_METRIC_WAIT_SECONDS = 3,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum slidelimit_metric slidelimit_metric;
+#else
+typedef uint32_t slidelimit_metric;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/**
  * The KEYS and ARGV of one script call. Made by
  * `slidelimit_policy_build_call`, released by `slidelimit_call_free`. Byte
  * pointers handed out by its accessors live as long as the call.
@@ -219,6 +250,18 @@ typedef struct slidelimit_memory slidelimit_memory;
  * `slidelimit_policy_free`. Immutable: safe to share between threads.
  */
 typedef struct slidelimit_policy slidelimit_policy;
+
+/**
+ * The field an error is about, as core names it (`"limit"`, `"tenant"`, ...):
+ * `name` points to `len` bytes of static UTF-8 (no NUL terminator; never free
+ * it), or is NULL with `len` 0 when the error names no field. Core decides
+ * the field when it makes the error, so no binding reads it back from the
+ * message.
+ */
+typedef struct slidelimit_field {
+  const uint8_t *name;
+  size_t len;
+} slidelimit_field;
 
 /**
  * A decision, parsed from a script reply or made by the memory engine.
@@ -265,7 +308,7 @@ const char *slidelimit_result_name(uint32_t code);
  * Parses an algorithm name (`"sliding_log"`, `"sliding_counter"`) into its
  * `slidelimit_algorithm` value.
  */
-slidelimit_result slidelimit_algorithm_parse(const uint8_t *name, size_t name_len, uint32_t *out_algorithm, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_algorithm_parse(const uint8_t *name, size_t name_len, uint32_t *out_algorithm, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Validates a policy and returns it in `*out_policy` (release it with
@@ -273,7 +316,7 @@ slidelimit_result slidelimit_algorithm_parse(const uint8_t *name, size_t name_le
  * `algorithm` is a `slidelimit_algorithm` value. On failure the message
  * names the field at fault.
  */
-slidelimit_result slidelimit_policy_new(const uint8_t *ns, size_t ns_len, const uint8_t *resource, size_t resource_len, uint32_t algorithm, uint64_t limit, uint64_t window_ms, struct slidelimit_policy **out_policy, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_policy_new(const uint8_t *ns, size_t ns_len, const uint8_t *resource, size_t resource_len, uint32_t algorithm, uint64_t limit, uint64_t window_ms, struct slidelimit_policy **out_policy, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Releases a policy from `slidelimit_policy_new`. NULL is ignored.
@@ -287,7 +330,7 @@ void slidelimit_policy_free(struct slidelimit_policy *policy);
  * `SLIDELIMIT_KEY_MAX` bytes always suffices; a smaller one that cannot hold
  * the key gives `SLIDELIMIT_RESULT_BUFFER_TOO_SMALL` and writes nothing.
  */
-slidelimit_result slidelimit_policy_key(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint8_t *buf, size_t buf_cap, size_t *out_len, uint16_t *out_slot, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_policy_key(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint8_t *buf, size_t buf_cap, size_t *out_len, uint16_t *out_slot, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * The Redis Cluster slot of any key (UTF-8 bytes), by Redis's hash-tag rule.
@@ -299,7 +342,7 @@ slidelimit_result slidelimit_key_slot(const uint8_t *key, size_t key_len, uint16
  * (core's `check_timeout_ms`): 1 ..= 2^31 - 1. 0 is `invalid_argument`: a
  * check always has a deadline. On failure the message names `timeout_ms`.
  */
-slidelimit_result slidelimit_check_timeout_ms(uint64_t timeout_ms, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_check_timeout_ms(uint64_t timeout_ms, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * The Lua text of one script (`slidelimit_algorithm`, `slidelimit_mode`), for
@@ -319,7 +362,7 @@ slidelimit_result slidelimit_script_sha1(uint32_t algorithm, uint32_t mode, cons
  * the script read Redis `TIME` (the production default); otherwise it points
  * at the caller's time in ms. `mode` is a `slidelimit_mode` value.
  */
-slidelimit_result slidelimit_policy_build_call(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint32_t mode, struct slidelimit_call **out_call, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_policy_build_call(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint32_t mode, struct slidelimit_call **out_call, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Builds the same call as `slidelimit_policy_build_call` into caller
@@ -341,7 +384,7 @@ slidelimit_result slidelimit_policy_build_call(const struct slidelimit_policy *p
  * `SLIDELIMIT_CALL_PARTS_MAX` parts always suffice. Invalid input fails as
  * in `slidelimit_policy_build_call`, before any size is checked.
  */
-slidelimit_result slidelimit_policy_build_call_into(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint32_t mode, uint8_t *buf, size_t buf_cap, size_t *part_lens, size_t part_lens_cap, size_t *out_key_count, size_t *out_part_count, size_t *out_buf_len, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_policy_build_call_into(const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint32_t mode, uint8_t *buf, size_t buf_cap, size_t *part_lens, size_t part_lens_cap, size_t *out_key_count, size_t *out_part_count, size_t *out_buf_len, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Releases a call from `slidelimit_policy_build_call`. NULL is ignored.
@@ -391,7 +434,7 @@ slidelimit_result slidelimit_call_info(const struct slidelimit_call *call, uint1
  * five-integer reply is `SLIDELIMIT_RESULT_MALFORMED_REPLY`. A reply element
  * that is not an integer at all is for the caller to report as malformed.
  */
-slidelimit_result slidelimit_decision_from_reply(const int64_t *reply, size_t reply_len, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_decision_from_reply(const int64_t *reply, size_t reply_len, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Classifies the text of a Redis error reply (any bytes; invalid UTF-8 is
@@ -421,10 +464,12 @@ slidelimit_result slidelimit_server_error_classify(const uint8_t *text, size_t t
  * On FAIL, `*out_code` is the code to report and `out_message` (optional,
  * like `msg`) receives its message, cut at a character boundary if needed and
  * NUL-terminated; `reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA`
- * bytes always hold it for a UTF-8 reply. `msg` is for this function's own
+ * bytes always hold it for a UTF-8 reply. `*out_field` (optional) is the
+ * field of that error (a script's `invalid_argument` names one of core's
+ * fields), or none. `msg` and `field` are for this function's own
  * failures (a NULL pointer, an unknown algorithm, a key that is not UTF-8).
  */
-slidelimit_result slidelimit_server_error_map(const uint8_t *reply, size_t reply_len, const uint8_t *key, size_t key_len, uint32_t algorithm, bool after_retry, slidelimit_server_error_action *out_action, slidelimit_result *out_code, uint8_t *out_message, size_t out_message_cap, size_t *out_message_len, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_server_error_map(const uint8_t *reply, size_t reply_len, const uint8_t *key, size_t key_len, uint32_t algorithm, bool after_retry, slidelimit_server_error_action *out_action, slidelimit_result *out_code, uint8_t *out_message, size_t out_message_cap, size_t *out_message_len, struct slidelimit_field *out_field, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Maps an error reply from Redis to a command that is no script call (a
@@ -432,10 +477,11 @@ slidelimit_result slidelimit_server_error_map(const uint8_t *reply, size_t reply
  * `slidelimit_server_error_map` (core's `map_command_error`): never a retry,
  * and a WRONGTYPE message is the reply alone, as such a command is about no
  * rule's key. `*out_code` is the code to report; `out_message` (optional)
- * receives its message as in `slidelimit_server_error_map`
- * (`reply_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA` bytes hold it).
+ * receives its message and `*out_field` (optional) its field as in
+ * `slidelimit_server_error_map` (`reply_len +
+ * SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA` bytes hold the message).
  */
-slidelimit_result slidelimit_server_error_map_command(const uint8_t *reply, size_t reply_len, slidelimit_result *out_code, uint8_t *out_message, size_t out_message_cap, size_t *out_message_len);
+slidelimit_result slidelimit_server_error_map_command(const uint8_t *reply, size_t reply_len, slidelimit_result *out_code, uint8_t *out_message, size_t out_message_cap, size_t *out_message_len, struct slidelimit_field *out_field);
 
 /**
  * Makes an empty in-memory engine in `*out_memory` (release it with
@@ -456,24 +502,75 @@ void slidelimit_memory_free(struct slidelimit_memory *memory);
  * Keys expire on it alone, as Redis expires them on its own clock, never on
  * `now_ms`.
  */
-slidelimit_result slidelimit_memory_acquire(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint64_t clock_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_memory_acquire(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint64_t clock_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * What `slidelimit_memory_acquire` would answer, recording nothing (same
  * `now_ms` and `clock_ms`).
  */
-slidelimit_result slidelimit_memory_peek(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint64_t clock_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_memory_peek(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, uint64_t cost, const uint64_t *now_ms, uint64_t clock_ms, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Forgets everything recorded for `tenant` under `policy`;
  * `*out_removed` tells whether anything was.
  */
-slidelimit_result slidelimit_memory_reset(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, bool *out_removed, uint8_t *msg, size_t msg_cap, size_t *msg_len);
+slidelimit_result slidelimit_memory_reset(const struct slidelimit_memory *memory, const struct slidelimit_policy *policy, const uint8_t *tenant, size_t tenant_len, bool *out_removed, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * The number of keys the engine holds (expired ones until they are swept).
  */
 slidelimit_result slidelimit_memory_key_count(const struct slidelimit_memory *memory, size_t *out_count);
+
+/**
+ * The metric's name (`ratelimit_allowed_total`, ...). Static memory, not
+ * NUL-terminated: never free it.
+ */
+slidelimit_result slidelimit_metric_name(uint32_t metric_id, const uint8_t **out_ptr, size_t *out_len);
+
+/**
+ * The metric's help text, the same in every binding. Static memory, not
+ * NUL-terminated: never free it.
+ */
+slidelimit_result slidelimit_metric_help(uint32_t metric_id, const uint8_t **out_ptr, size_t *out_len);
+
+/**
+ * How many label names the metric has: `with_tenant` asks for the labels
+ * when the caller switched the tenant label on (only the counters take it).
+ */
+slidelimit_result slidelimit_metric_label_count(uint32_t metric_id, bool with_tenant, size_t *out_count);
+
+/**
+ * The label name at `index` (0 ..< `slidelimit_metric_label_count`), in the
+ * order the label values are given. Static memory, not NUL-terminated: never
+ * free it. An index past the end is `INVALID_ARGUMENT` naming `index`.
+ */
+slidelimit_result slidelimit_metric_label(uint32_t metric_id, bool with_tenant, size_t index, const uint8_t **out_ptr, size_t *out_len, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+
+/**
+ * The histogram's bucket upper bounds, ascending, in the metric's unit
+ * (seconds); a counter has none (`*out_len` is 0). Static memory: never
+ * free it.
+ */
+slidelimit_result slidelimit_metric_buckets(uint32_t metric_id, const double **out_ptr, size_t *out_len);
+
+/**
+ * The value a denied decision with this `retry_after_ms` adds to
+ * `ratelimit_wait_seconds` (core's `wait_seconds`).
+ */
+double slidelimit_metric_wait_seconds(uint64_t retry_after_ms);
+
+/**
+ * The namespace a binding uses when its caller names none (core's
+ * `DEFAULT_NAMESPACE`), as a static NUL-terminated string: never free it.
+ */
+const char *slidelimit_default_namespace(void);
+
+/**
+ * The name of the algorithm a binding uses when its caller names none
+ * (core's `DEFAULT_ALGORITHM`, for `slidelimit_algorithm_parse`), as a
+ * static NUL-terminated string: never free it.
+ */
+const char *slidelimit_default_algorithm(void);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -1,14 +1,16 @@
 //! What every `extern "C"` body goes through: the panic boundary, NULL
 //! checks, `(pointer, length)` inputs turned into slices, out-pointers and the
-//! optional message buffer. Nothing here is exported.
+//! optional message buffer and field. Nothing here is exported.
 
-use crate::result::slidelimit_result;
+use crate::result::{slidelimit_field, slidelimit_result};
 use slidelimit_core::{tenant_from_bytes, Error};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
-/// Why a call failed: a result code and a message for people.
+/// Why a call failed: a result code, the field core blames (if any) and a
+/// message for people.
 pub(crate) struct Failure {
     pub(crate) code: slidelimit_result,
+    pub(crate) field: Option<&'static str>,
     pub(crate) message: String,
 }
 
@@ -16,14 +18,18 @@ impl From<Error> for Failure {
     fn from(e: Error) -> Self {
         Failure {
             code: e.code().into(),
+            field: e.field(),
             message: e.message().to_owned(),
         }
     }
 }
 
+/// A NULL pointer is the C caller's misuse of a parameter, not a field of the
+/// contract: it names the parameter in the message only.
 pub(crate) fn null(name: &str) -> Failure {
     Failure {
         code: slidelimit_result::NullPointer,
+        field: None,
         message: format!("{name}: must not be NULL"),
     }
 }
@@ -37,18 +43,21 @@ pub(crate) fn invalid(field: &'static str, problem: impl std::fmt::Display) -> F
 pub(crate) fn too_small(name: &str, what: &str, needed: usize, unit: &str, cap: usize) -> Failure {
     Failure {
         code: slidelimit_result::BufferTooSmall,
+        field: None,
         message: format!("{name}: {what} needs {needed} {unit}, {name}_cap is {cap}"),
     }
 }
 
 pub(crate) type Outcome = Result<(), Failure>;
 
-/// The optional caller buffer that receives a failure's message.
+/// The optional caller buffer that receives a failure's message, and the
+/// optional out-pointer that receives its field.
 #[derive(Clone, Copy)]
 pub(crate) struct MessageOut {
     pub(crate) buf: *mut u8,
     pub(crate) cap: usize,
     pub(crate) len: *mut usize,
+    pub(crate) field: *mut slidelimit_field,
 }
 
 impl MessageOut {
@@ -56,10 +65,27 @@ impl MessageOut {
         buf: std::ptr::null_mut(),
         cap: 0,
         len: std::ptr::null_mut(),
+        field: std::ptr::null_mut(),
     };
 
-    pub(crate) fn new(buf: *mut u8, cap: usize, len: *mut usize) -> MessageOut {
-        MessageOut { buf, cap, len }
+    pub(crate) fn new(
+        buf: *mut u8,
+        cap: usize,
+        len: *mut usize,
+        field: *mut slidelimit_field,
+    ) -> MessageOut {
+        MessageOut {
+            buf,
+            cap,
+            len,
+            field,
+        }
+    }
+
+    /// Writes an error's message and field.
+    pub(crate) unsafe fn report(self, field: Option<&'static str>, text: &str) {
+        self.write(text);
+        slidelimit_field::of(field).write_to(self.field);
     }
 
     /// Writes as much of `text` as fits (cut at a character boundary) and a NUL.
@@ -86,12 +112,14 @@ pub(crate) fn boundary(msg: MessageOut, body: impl FnOnce() -> Outcome) -> slide
         Ok(Err(failure)) => failure,
         Err(_) => Failure {
             code: slidelimit_result::Internal,
+            field: None,
             message: "internal: a panic was caught at the C boundary (a bug in slidelimit)"
                 .to_owned(),
         },
     };
-    // Writing the message cannot panic: plain copies into the caller's buffer.
-    unsafe { msg.write(&failure.message) };
+    // Writing the message and field cannot panic: plain copies into the
+    // caller's memory.
+    unsafe { msg.report(failure.field, &failure.message) };
     failure.code
 }
 
@@ -175,20 +203,54 @@ mod tests {
     fn panics_become_internal_with_a_message() {
         let mut buf = [0xAAu8; 128];
         let mut len = 0usize;
-        let msg = MessageOut::new(buf.as_mut_ptr(), buf.len(), &mut len);
+        // A stale field from an earlier failure must not survive.
+        let mut field = slidelimit_field::of(Some("limit"));
+        let msg = MessageOut::new(buf.as_mut_ptr(), buf.len(), &mut len, &mut field);
         let r = boundary(msg, || panic!("boom"));
         assert_eq!(r, slidelimit_result::Internal);
         assert!(std::str::from_utf8(&buf[..len])
             .unwrap()
             .starts_with("internal:"));
         assert_eq!(buf[len], 0);
+        assert_eq!(field, slidelimit_field::NONE);
+    }
+
+    #[test]
+    fn a_failure_reports_cores_field_even_without_a_message_buffer() {
+        let mut field = slidelimit_field::NONE;
+        let msg = MessageOut::new(std::ptr::null_mut(), 0, std::ptr::null_mut(), &mut field);
+        let r = boundary(msg, || {
+            Err(Error::invalid("window_ms", "must be at least 1").into())
+        });
+        assert_eq!(r, slidelimit_result::InvalidArgument);
+        assert_eq!(field.name(), Some("window_ms"));
+        // Core's errors without a field, and the boundary's own, report none.
+        for failure in [
+            || Err(Error::new(slidelimit_core::ErrorCode::MalformedReply, "x: y").into()),
+            || Err(null("tenant")),
+            || Err(too_small("buf", "the key", 9, "bytes", 1)),
+        ] as [fn() -> Outcome; 3]
+        {
+            let mut field = slidelimit_field::of(Some("cost"));
+            let msg = MessageOut::new(std::ptr::null_mut(), 0, std::ptr::null_mut(), &mut field);
+            assert_ne!(boundary(msg, failure), slidelimit_result::Ok);
+            assert_eq!(field, slidelimit_field::NONE);
+        }
+    }
+
+    #[test]
+    fn success_leaves_the_field_untouched() {
+        let mut field = slidelimit_field::of(Some("cost"));
+        let msg = MessageOut::new(std::ptr::null_mut(), 0, std::ptr::null_mut(), &mut field);
+        assert_eq!(boundary(msg, || Ok(())), slidelimit_result::Ok);
+        assert_eq!(field.name(), Some("cost"));
     }
 
     #[test]
     fn messages_are_cut_at_a_character_boundary() {
         let mut buf = [0xAAu8; 4];
         let mut len = 99usize;
-        let msg = MessageOut::new(buf.as_mut_ptr(), buf.len(), &mut len);
+        let msg = MessageOut::new(buf.as_mut_ptr(), buf.len(), &mut len, std::ptr::null_mut());
         // "aé" is 3 bytes; "aéé" needs 5: only "aé" and the NUL fit.
         unsafe { msg.write("aéé") };
         assert_eq!(len, 3);

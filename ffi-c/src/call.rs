@@ -7,7 +7,7 @@ use crate::boundary::{
     Failure, MessageOut,
 };
 use crate::policy::{parse_algorithm, slidelimit_policy};
-use crate::result::slidelimit_result;
+use crate::result::{slidelimit_field, slidelimit_result};
 use slidelimit_core::{
     classify_server_error, map_command_error, map_server_error, map_server_error_after_retry,
     Decision, ErrorCode, Mode, Script, ScriptCall, ServerErrorAction, ServerErrorKind,
@@ -184,8 +184,9 @@ pub unsafe extern "C" fn slidelimit_policy_build_call(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_call = out("out_call", out_call)?;
         let inner = build(policy, tenant, tenant_len, cost, now_ms, mode)?;
         *out_call = Box::into_raw(Box::new(slidelimit_call { inner }));
@@ -229,8 +230,9 @@ pub unsafe extern "C" fn slidelimit_policy_build_call_into(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_key_count = out("out_key_count", out_key_count)?;
         let out_part_count = out("out_part_count", out_part_count)?;
         let out_buf_len = out("out_buf_len", out_buf_len)?;
@@ -392,8 +394,9 @@ pub unsafe extern "C" fn slidelimit_decision_from_reply(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_decision = out("out_decision", out_decision)?;
         let reply = input("reply", reply, reply_len)?;
         *out_decision = Decision::from_reply(reply)?.into();
@@ -453,7 +456,9 @@ pub unsafe extern "C" fn slidelimit_server_error_classify(
 /// On FAIL, `*out_code` is the code to report and `out_message` (optional,
 /// like `msg`) receives its message, cut at a character boundary if needed and
 /// NUL-terminated; `reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA`
-/// bytes always hold it for a UTF-8 reply. `msg` is for this function's own
+/// bytes always hold it for a UTF-8 reply. `*out_field` (optional) is the
+/// field of that error (a script's `invalid_argument` names one of core's
+/// fields), or none. `msg` and `field` are for this function's own
 /// failures (a NULL pointer, an unknown algorithm, a key that is not UTF-8).
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_server_error_map(
@@ -468,11 +473,13 @@ pub unsafe extern "C" fn slidelimit_server_error_map(
     out_message: *mut u8,
     out_message_cap: usize,
     out_message_len: *mut usize,
+    out_field: *mut slidelimit_field,
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_action = out("out_action", out_action)?;
         let out_code = out("out_code", out_code)?;
         let reply = String::from_utf8_lossy(input("reply", reply, reply_len)?);
@@ -486,19 +493,22 @@ pub unsafe extern "C" fn slidelimit_server_error_map(
         } else {
             map_server_error(&reply, key, algorithm)
         };
-        let (action, code, message) = match &action {
+        let (action, code, field, message) = match &action {
             ServerErrorAction::RetryWithEval => (
                 slidelimit_server_error_action::RetryWithEval,
                 slidelimit_result::Ok,
+                None,
                 "",
             ),
             ServerErrorAction::Fail(e) => (
                 slidelimit_server_error_action::Fail,
                 e.code().into(),
+                e.field(),
                 e.message(),
             ),
         };
-        MessageOut::new(out_message, out_message_cap, out_message_len).write(message);
+        MessageOut::new(out_message, out_message_cap, out_message_len, out_field)
+            .report(field, message);
         *out_action = action;
         *out_code = code;
         Ok(())
@@ -510,8 +520,9 @@ pub unsafe extern "C" fn slidelimit_server_error_map(
 /// `slidelimit_server_error_map` (core's `map_command_error`): never a retry,
 /// and a WRONGTYPE message is the reply alone, as such a command is about no
 /// rule's key. `*out_code` is the code to report; `out_message` (optional)
-/// receives its message as in `slidelimit_server_error_map`
-/// (`reply_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA` bytes hold it).
+/// receives its message and `*out_field` (optional) its field as in
+/// `slidelimit_server_error_map` (`reply_len +
+/// SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA` bytes hold the message).
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_server_error_map_command(
     reply: *const u8,
@@ -520,6 +531,7 @@ pub unsafe extern "C" fn slidelimit_server_error_map_command(
     out_message: *mut u8,
     out_message_cap: usize,
     out_message_len: *mut usize,
+    out_field: *mut slidelimit_field,
 ) -> slidelimit_result {
     boundary(MessageOut::NONE, || {
         let out_code = out("out_code", out_code)?;
@@ -528,7 +540,8 @@ pub unsafe extern "C" fn slidelimit_server_error_map_command(
             return Err(null("out_message"));
         }
         let error = map_command_error(&reply);
-        MessageOut::new(out_message, out_message_cap, out_message_len).write(error.message());
+        MessageOut::new(out_message, out_message_cap, out_message_len, out_field)
+            .report(error.field(), error.message());
         *out_code = error.code().into();
         Ok(())
     })
@@ -556,12 +569,14 @@ mod tests {
             now_ms: 9,
         };
         let before = d;
-        let r =
-            unsafe { slidelimit_decision_from_reply(null(), 0, &mut d, null_mut(), 0, null_mut()) };
+        let r = unsafe {
+            slidelimit_decision_from_reply(null(), 0, &mut d, null_mut(), 0, null_mut(), null_mut())
+        };
         assert_eq!(r, slidelimit_result::MalformedReply);
         assert_eq!(d, before);
-        let r =
-            unsafe { slidelimit_decision_from_reply(null(), 5, &mut d, null_mut(), 0, null_mut()) };
+        let r = unsafe {
+            slidelimit_decision_from_reply(null(), 5, &mut d, null_mut(), 0, null_mut(), null_mut())
+        };
         assert_eq!(r, slidelimit_result::NullPointer);
     }
 
@@ -581,6 +596,7 @@ mod tests {
                 &mut call,
                 null_mut(),
                 0,
+                null_mut(),
                 null_mut(),
             )
         };
@@ -624,6 +640,7 @@ mod tests {
             &mut used,
             null_mut(),
             0,
+            null_mut(),
             null_mut(),
         );
         let mut strings = Vec::new();
@@ -686,12 +703,19 @@ mod tests {
     fn map(
         reply: &str,
         after_retry: bool,
-    ) -> (slidelimit_server_error_action, slidelimit_result, String) {
+    ) -> (
+        slidelimit_server_error_action,
+        slidelimit_result,
+        Option<&'static str>,
+        String,
+    ) {
         let key = "rl:{geocode:t}:log:1000";
         let mut action = slidelimit_server_error_action::Fail;
         let mut code = slidelimit_result::Internal;
         let mut buf = [0xAAu8; 1024];
         let mut len = 99usize;
+        // Garbage a retry must clear.
+        let mut field = slidelimit_field::of(Some("resource"));
         let r = unsafe {
             slidelimit_server_error_map(
                 reply.as_ptr(),
@@ -705,8 +729,10 @@ mod tests {
                 buf.as_mut_ptr(),
                 buf.len(),
                 &mut len,
+                &mut field,
                 null_mut(),
                 0,
+                null_mut(),
                 null_mut(),
             )
         };
@@ -715,6 +741,7 @@ mod tests {
         (
             action,
             code,
+            field.name(),
             String::from_utf8(buf[..len].to_vec()).unwrap(),
         )
     }
@@ -747,10 +774,16 @@ mod tests {
                 };
                 match want {
                     ServerErrorAction::RetryWithEval => {
-                        assert_eq!(got, (RetryWithEval, slidelimit_result::Ok, String::new()))
+                        assert_eq!(
+                            got,
+                            (RetryWithEval, slidelimit_result::Ok, None, String::new())
+                        )
                     }
                     ServerErrorAction::Fail(e) => {
-                        assert_eq!(got, (Fail, e.code().into(), e.message().to_owned()));
+                        assert_eq!(
+                            got,
+                            (Fail, e.code().into(), e.field(), e.message().to_owned())
+                        );
                         let bound = reply.len() + key.len() + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA;
                         assert!(e.message().len() < bound, "{e}");
                     }
@@ -763,6 +796,7 @@ mod tests {
             let mut code = slidelimit_result::Internal;
             let mut buf = [0xAAu8; 512];
             let mut len = 99usize;
+            let mut field = slidelimit_field::of(Some("resource"));
             let r = unsafe {
                 slidelimit_server_error_map_command(
                     reply.as_ptr(),
@@ -771,11 +805,13 @@ mod tests {
                     buf.as_mut_ptr(),
                     buf.len(),
                     &mut len,
+                    &mut field,
                 )
             };
             assert_eq!(r, slidelimit_result::Ok);
             let e = map_command_error(reply);
             assert_eq!(code, e.code().into(), "{reply}");
+            assert_eq!(field.name(), e.field(), "{reply}");
             assert_eq!(&buf[..len], e.message().as_bytes());
             assert_eq!(buf[len], 0);
             assert!(e.message().len() < reply.len() + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA);
@@ -784,7 +820,14 @@ mod tests {
         // NOSCRIPT after the retry a script error, a WRONGTYPE names the key.
         assert_eq!(map(replies[1], false).1, slidelimit_result::Unavailable);
         assert_eq!(map(replies[0], true).1, slidelimit_result::ScriptError);
-        let (_, code, message) = map(replies[3], false);
+        // A script's invalid_argument names core's field; other rows none.
+        let (_, code, field, _) = map(replies[5], false);
+        assert_eq!(
+            (code, field),
+            (slidelimit_result::InvalidArgument, Some("cost"))
+        );
+        assert_eq!(map(replies[4], false).2, None);
+        let (_, code, _, message) = map(replies[3], false);
         assert_eq!(code, slidelimit_result::WrongType);
         assert!(
             message.starts_with(&format!("key {key} holds")),

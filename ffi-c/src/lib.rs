@@ -7,7 +7,9 @@
 //!   string needs a NUL terminator (a NULL pointer is fine when the length is 0);
 //! - functions that can fail for a reason worth explaining take an optional
 //!   caller buffer (`msg`, `msg_cap`, `msg_len`) that receives the detailed
-//!   message on failure, truncated at a UTF-8 boundary and NUL-terminated;
+//!   message on failure, truncated at a UTF-8 boundary and NUL-terminated,
+//!   and an optional `field` that receives the field core blames (a
+//!   [`result::slidelimit_field`]), so no binding parses the message for it;
 //! - every body runs inside a panic boundary and checks its pointers for NULL;
 //! - each owned type has exactly one `*_free` function, which accepts NULL.
 //!
@@ -20,7 +22,9 @@
 //! - [`policy`]: algorithms, policies, keys and slots, the timeout rule;
 //! - [`call`]: scripts, building a call (as a handle or into caller
 //!   buffers), parsing replies, mapping server errors;
-//! - [`memory`]: the in-memory engine.
+//! - [`memory`]: the in-memory engine;
+//! - [`metrics`]: core's metric names, help texts, labels and buckets;
+//! - [`defaults`]: core's policy defaults (namespace, algorithm).
 
 #![allow(non_camel_case_types)]
 #![allow(clippy::missing_safety_doc)] // The safety contract of every function is in the header docs.
@@ -37,3 +41,7 @@ pub mod policy;
 pub mod call;
 
 pub mod memory;
+
+pub mod metrics;
+
+pub mod defaults;

@@ -4,7 +4,7 @@
 use crate::boundary::{boundary, free_box, out, reference, tenant_input, MessageOut, Outcome};
 use crate::call::slidelimit_decision;
 use crate::policy::slidelimit_policy;
-use crate::result::slidelimit_result;
+use crate::result::{slidelimit_field, slidelimit_result};
 use slidelimit_core::{MemoryEngine, Mode};
 
 /// An in-memory engine with the scripts' exact semantics (tests, single
@@ -78,8 +78,9 @@ pub unsafe extern "C" fn slidelimit_memory_acquire(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         memory_check(
             memory,
             policy,
@@ -109,8 +110,9 @@ pub unsafe extern "C" fn slidelimit_memory_peek(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         memory_check(
             memory,
             policy,
@@ -137,8 +139,9 @@ pub unsafe extern "C" fn slidelimit_memory_reset(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let memory = reference("memory", memory)?;
         let policy = reference("policy", policy)?;
         let out_removed = out("out_removed", out_removed)?;

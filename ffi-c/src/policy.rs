@@ -4,7 +4,7 @@
 use crate::boundary::{
     boundary, input_str, invalid, out, reference, tenant_input, too_small, Failure, MessageOut,
 };
-use crate::result::slidelimit_result;
+use crate::result::{slidelimit_field, slidelimit_result};
 use slidelimit_core::{slot, Algorithm, Policy};
 
 /// Values of the `algorithm` parameters (passed as `uint32_t`, so that an
@@ -49,8 +49,9 @@ pub unsafe extern "C" fn slidelimit_algorithm_parse(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_algorithm = out("out_algorithm", out_algorithm)?;
         let name = input_str("algorithm", name, name_len)?;
         let value = match Algorithm::parse(name)? {
@@ -79,8 +80,9 @@ pub unsafe extern "C" fn slidelimit_policy_new(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_policy = out("out_policy", out_policy)?;
         let namespace = input_str("namespace", ns, ns_len)?;
         let resource = input_str("resource", resource, resource_len)?;
@@ -114,8 +116,9 @@ pub unsafe extern "C" fn slidelimit_policy_key(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let policy = reference("policy", policy)?;
         let out_len = out("out_len", out_len)?;
         let tenant = tenant_input(tenant, tenant_len)?;
@@ -157,8 +160,9 @@ pub unsafe extern "C" fn slidelimit_check_timeout_ms(
     msg: *mut u8,
     msg_cap: usize,
     msg_len: *mut usize,
+    field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len), || {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         slidelimit_core::check_timeout_ms(timeout_ms)?;
         Ok(())
     })
@@ -182,6 +186,7 @@ mod tests {
         let mut policy: *mut slidelimit_policy = null_mut();
         let mut buf = [0u8; 64];
         let mut len = 0usize;
+        let mut field = slidelimit_field::NONE;
         let r = unsafe {
             slidelimit_policy_new(
                 b"rl".as_ptr(),
@@ -195,6 +200,7 @@ mod tests {
                 buf.as_mut_ptr(),
                 buf.len(),
                 &mut len,
+                &mut field,
             )
         };
         assert_eq!(r, slidelimit_result::InvalidArgument);
@@ -202,6 +208,7 @@ mod tests {
         assert!(std::str::from_utf8(&buf[..len])
             .unwrap()
             .starts_with("limit:"));
+        assert_eq!(field.name(), Some("limit"));
     }
 
     #[test]
@@ -225,6 +232,7 @@ mod tests {
                 msg.as_mut_ptr(),
                 msg.len(),
                 &mut msg_len,
+                null_mut(),
             )
         };
         assert_eq!(r, slidelimit_result::BufferTooSmall);
@@ -239,14 +247,19 @@ mod tests {
     fn timeout_zero_is_invalid_naming_the_field() {
         let mut buf = [0u8; 128];
         let mut len = 0usize;
-        let r = unsafe { slidelimit_check_timeout_ms(0, buf.as_mut_ptr(), buf.len(), &mut len) };
+        let mut field = slidelimit_field::NONE;
+        let r = unsafe {
+            slidelimit_check_timeout_ms(0, buf.as_mut_ptr(), buf.len(), &mut len, &mut field)
+        };
         assert_eq!(r, slidelimit_result::InvalidArgument);
+        assert_eq!(field.name(), Some("timeout_ms"));
         assert!(std::str::from_utf8(&buf[..len])
             .unwrap()
             .starts_with("timeout_ms:"));
-        let r = unsafe { slidelimit_check_timeout_ms(1000, null_mut(), 0, null_mut()) };
+        let r = unsafe { slidelimit_check_timeout_ms(1000, null_mut(), 0, null_mut(), null_mut()) };
         assert_eq!(r, slidelimit_result::Ok);
-        let r = unsafe { slidelimit_check_timeout_ms(1 << 31, null_mut(), 0, null_mut()) };
+        let r =
+            unsafe { slidelimit_check_timeout_ms(1 << 31, null_mut(), 0, null_mut(), null_mut()) };
         assert_eq!(r, slidelimit_result::InvalidArgument);
     }
 }

@@ -81,6 +81,48 @@ impl From<ErrorCode> for slidelimit_result {
     }
 }
 
+/// The field an error is about, as core names it (`"limit"`, `"tenant"`, ...):
+/// `name` points to `len` bytes of static UTF-8 (no NUL terminator; never free
+/// it), or is NULL with `len` 0 when the error names no field. Core decides
+/// the field when it makes the error, so no binding reads it back from the
+/// message.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct slidelimit_field {
+    pub name: *const u8,
+    pub len: usize,
+}
+
+impl slidelimit_field {
+    pub(crate) const NONE: slidelimit_field = slidelimit_field {
+        name: std::ptr::null(),
+        len: 0,
+    };
+
+    pub(crate) fn of(field: Option<&'static str>) -> slidelimit_field {
+        field.map_or(slidelimit_field::NONE, |name| slidelimit_field {
+            name: name.as_ptr(),
+            len: name.len(),
+        })
+    }
+
+    /// The name, for tests (None when no field).
+    #[cfg(test)]
+    pub(crate) fn name(self) -> Option<&'static str> {
+        (!self.name.is_null()).then(|| {
+            let bytes = unsafe { std::slice::from_raw_parts(self.name, self.len) };
+            std::str::from_utf8(bytes).unwrap()
+        })
+    }
+
+    /// Writes the field through an optional out-pointer.
+    pub(crate) unsafe fn write_to(self, out: *mut slidelimit_field) {
+        if !out.is_null() {
+            *out = self;
+        }
+    }
+}
+
 /// The version of slidelimit (core's), as a static NUL-terminated string.
 #[no_mangle]
 pub extern "C" fn slidelimit_version() -> *const c_char {

@@ -33,8 +33,22 @@ static int starts_with(const uint8_t *p, size_t n, const char *prefix) {
   return n >= k && memcmp(p, prefix, k) == 0;
 }
 
+/* The field core blamed: `want` NULL means none. */
+static int field_is(slidelimit_field f, const char *want) {
+  if (want == NULL) {
+    return f.name == NULL && f.len == 0;
+  }
+  return f.name != NULL && bytes_eq(f.name, f.len, want);
+}
+
+/* A field no failure names, to prove that a failure overwrites it. */
+static const slidelimit_field STALE = {(const uint8_t *)"stale", 5};
+
 static void test_names(void) {
   CHECK(strlen(slidelimit_version()) > 0);
+  /* Core's policy defaults (defaults.rs), for bindings with optional arguments. */
+  CHECK(strcmp(slidelimit_default_namespace(), "rl") == 0);
+  CHECK(strcmp(slidelimit_default_algorithm(), "sliding_log") == 0);
   CHECK(strcmp(slidelimit_result_name(SLIDELIMIT_RESULT_OK), "ok") == 0);
   CHECK(strcmp(slidelimit_result_name(SLIDELIMIT_RESULT_INVALID_ARGUMENT), "invalid_argument") == 0);
   CHECK(strcmp(slidelimit_result_name(SLIDELIMIT_RESULT_UNAVAILABLE), "unavailable") == 0);
@@ -45,69 +59,91 @@ static void test_names(void) {
   CHECK(strcmp(slidelimit_result_name(0xFFFFFFFFu), "unknown") == 0);
 
   uint32_t alg = 0;
-  CHECK(slidelimit_algorithm_parse(S("sliding_counter"), &alg, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_algorithm_parse(S("sliding_counter"), &alg, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(alg == SLIDELIMIT_ALGORITHM_SLIDING_COUNTER);
   uint8_t msg[128];
   size_t msg_len = 0;
+  slidelimit_field field = STALE;
   alg = 42;
-  CHECK(slidelimit_algorithm_parse(S("fixed"), &alg, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_algorithm_parse(S("fixed"), &alg, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(alg == 42); /* untouched on failure */
   CHECK(starts_with(msg, msg_len, "algorithm:"));
   CHECK(msg[msg_len] == 0);
-  CHECK(slidelimit_algorithm_parse(NULL, 0, &alg, NULL, 0, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
-  CHECK(slidelimit_algorithm_parse(NULL, 3, &alg, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_algorithm_parse(S("sliding_log"), NULL, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(field_is(field, "algorithm"));
+  /* Success leaves the field alone. */
+  CHECK(slidelimit_algorithm_parse(S("sliding_log"), &alg, NULL, 0, NULL, &field) == SLIDELIMIT_RESULT_OK);
+  CHECK(field_is(field, "algorithm"));
+  CHECK(slidelimit_algorithm_parse(NULL, 0, &alg, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_algorithm_parse(NULL, 3, &alg, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_algorithm_parse(S("sliding_log"), NULL, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
 }
 
 static void test_policy(slidelimit_policy **out) {
   uint8_t msg[256];
   size_t msg_len = 0;
   slidelimit_policy *p = NULL;
+  slidelimit_field field = STALE;
 
   /* Each invalid field is named in the message; the out-param stays NULL. */
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1000, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1000, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(p == NULL);
   CHECK(starts_with(msg, msg_len, "limit:"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "limit"));
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "window_ms:"));
-  CHECK(slidelimit_policy_new(NULL, 0, S("geo"), 1, 1, 1, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "window_ms"));
+  CHECK(slidelimit_policy_new(NULL, 0, S("geo"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "namespace:"));
-  CHECK(slidelimit_policy_new(S("rl"), S("ge:o"), 1, 1, 1, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "namespace"));
+  CHECK(slidelimit_policy_new(S("rl"), S("ge:o"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "resource:"));
-  CHECK(slidelimit_policy_new(S("rl"), S("\xff"), 1, 1, 1, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "resource"));
+  CHECK(slidelimit_policy_new(S("rl"), S("\xff"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "resource: is not valid UTF-8"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 9, 1, 1, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "resource"));
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 9, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "algorithm:"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, UINT64_MAX, 2, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "algorithm"));
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, UINT64_MAX, 2, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "limit:"));
-  CHECK(slidelimit_policy_new(NULL, 2, S("geo"), 1, 1, 1, &p, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "limit"));
+  CHECK(slidelimit_policy_new(NULL, 2, S("geo"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "namespace:"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 1, NULL, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, NULL)); /* a NULL pointer is the caller's misuse, no field */
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 1, NULL, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(p == NULL);
 
   /* A message buffer that is too small is cut, NUL-terminated; none at all is fine. */
   uint8_t tiny[6];
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, tiny, sizeof tiny, &msg_len) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, tiny, sizeof tiny, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(msg_len == 5 && memcmp(tiny, "limit", 5) == 0 && tiny[5] == 0);
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, msg, 0, &msg_len) ==
+  /* The field comes without any message buffer, and whole when the message is cut. */
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, &p, NULL, 0, NULL, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(field_is(field, "window_ms"));
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, &p, tiny, sizeof tiny, &msg_len, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(field_is(field, "window_ms") && msg_len == 5);
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, msg, 0, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(msg_len == 0);
 
   CHECK(slidelimit_policy_new(S("rl"), S("geocode"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 3, 1000, &p,
-                              NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+                              NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(p != NULL);
   slidelimit_policy_free(NULL);
   *out = p;
@@ -117,16 +153,17 @@ static void test_keys(const slidelimit_policy *p) {
   uint8_t key[SLIDELIMIT_KEY_MAX];
   uint8_t msg[256];
   size_t len = 0, msg_len = 0;
+  slidelimit_field field = STALE;
   uint16_t slot = 0xFFFF;
 
-  CHECK(slidelimit_policy_key(p, S("a}b"), key, sizeof key, &len, &slot, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_key(p, S("a}b"), key, sizeof key, &len, &slot, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(bytes_eq(key, len, "rl:{geocode:a%7Db}:log:1000"));
   uint16_t again = 0;
   CHECK(slidelimit_key_slot(key, len, &again) == SLIDELIMIT_RESULT_OK);
   CHECK(slot == again && slot < 16384);
   /* The slot is optional. */
-  CHECK(slidelimit_policy_key(p, S("t"), key, sizeof key, &len, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_key(p, S("t"), key, sizeof key, &len, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(bytes_eq(key, len, "rl:{geocode:t}:log:1000"));
   /* Redis Cluster's own examples: foo -> 12182, hash tags share a slot. */
@@ -144,33 +181,35 @@ static void test_keys(const slidelimit_policy *p) {
   memset(small, 'x', sizeof small);
   len = 77;
   CHECK(slidelimit_policy_key(p, S("t"), small, sizeof small, &len, NULL, msg, sizeof msg,
-                              &msg_len) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
+                              &msg_len, NULL) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
   CHECK(len == 77 && small[0] == 'x');
   CHECK(starts_with(msg, msg_len, "buf: the key needs 23 bytes"));
-  CHECK(slidelimit_policy_key(p, S("t"), NULL, 0, &len, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_key(p, S("t"), NULL, 0, &len, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
-  CHECK(slidelimit_policy_key(p, S("t"), NULL, 64, &len, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_key(p, S("t"), NULL, 64, &len, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
 
   /* Bad tenants. */
   CHECK(slidelimit_policy_key(p, NULL, 0, key, sizeof key, &len, NULL, msg, sizeof msg,
-                              &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+                              &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: must not be empty"));
+  CHECK(field_is(field, "tenant"));
   CHECK(slidelimit_policy_key(p, S("\xff\xfe"), key, sizeof key, &len, NULL, msg, sizeof msg,
-                              &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+                              &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
+  CHECK(field_is(field, "tenant"));
   static uint8_t big[513];
   memset(big, 'x', sizeof big);
   CHECK(slidelimit_policy_key(p, big, sizeof big, key, sizeof key, &len, NULL, msg, sizeof msg,
-                              &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
-  CHECK(slidelimit_policy_key(p, big, 512, key, sizeof key, &len, NULL, NULL, 0, NULL) ==
+                              &msg_len, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_policy_key(p, big, 512, key, sizeof key, &len, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
-  CHECK(slidelimit_policy_key(p, NULL, 3, key, sizeof key, &len, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_key(p, NULL, 3, key, sizeof key, &len, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_policy_key(NULL, S("t"), key, sizeof key, &len, NULL, msg, sizeof msg,
-                              &msg_len) == SLIDELIMIT_RESULT_NULL_POINTER);
+                              &msg_len, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "policy: must not be NULL"));
-  CHECK(slidelimit_policy_key(p, S("t"), key, sizeof key, NULL, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_key(p, S("t"), key, sizeof key, NULL, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
 }
 
@@ -202,12 +241,13 @@ static void test_scripts(void) {
 static void test_calls(const slidelimit_policy *p) {
   uint8_t msg[256];
   size_t msg_len = 0, n = 0, len = 0;
+  slidelimit_field field = STALE;
   const uint8_t *ptr = NULL;
   slidelimit_call *call = NULL;
   uint64_t now = 100000000000000ULL;
 
   CHECK(slidelimit_policy_build_call(p, S("tenant-17"), 2, &now, SLIDELIMIT_MODE_ACQUIRE, &call,
-                                     NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+                                     NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(call != NULL);
   CHECK(slidelimit_call_key_count(call, &n) == SLIDELIMIT_RESULT_OK && n == 1);
   CHECK(slidelimit_call_key(call, 0, &ptr, &len) == SLIDELIMIT_RESULT_OK);
@@ -251,27 +291,28 @@ static void test_calls(const slidelimit_policy *p) {
   /* Server time: empty now_ms argument; peek mode is read-only. */
   call = NULL;
   CHECK(slidelimit_policy_build_call(p, S("t"), 1, NULL, SLIDELIMIT_MODE_PEEK, &call, NULL, 0,
-                                     NULL) == SLIDELIMIT_RESULT_OK);
+                                     NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(slidelimit_call_arg(call, 3, &ptr, &len) == SLIDELIMIT_RESULT_OK && len == 0);
   CHECK(slidelimit_call_info(call, &slot, &ro) == SLIDELIMIT_RESULT_OK && ro);
   slidelimit_call_free(call);
 
   /* Invalid cost, time, tenant, mode; NULLs. */
   call = NULL;
-  CHECK(slidelimit_policy_build_call(p, S("t"), 4, NULL, 1, &call, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_policy_build_call(p, S("t"), 4, NULL, 1, &call, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "cost:"));
-  CHECK(slidelimit_policy_build_call(p, S("t"), 0, NULL, 1, &call, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_policy_build_call(p, S("t"), 0, NULL, 1, &call, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "cost:"));
   uint64_t too_late = (1ULL << 52) + 1;
   CHECK(slidelimit_policy_build_call(p, S("t"), 1, &too_late, 1, &call, msg, sizeof msg,
-                                     &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+                                     &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "now_ms:"));
-  CHECK(slidelimit_policy_build_call(p, NULL, 0, 1, NULL, 1, &call, msg, sizeof msg, &msg_len) ==
+  CHECK(field_is(field, "now_ms"));
+  CHECK(slidelimit_policy_build_call(p, NULL, 0, 1, NULL, 1, &call, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant:"));
-  CHECK(slidelimit_policy_build_call(p, S("t"), 1, NULL, 0, &call, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_policy_build_call(p, S("t"), 1, NULL, 0, &call, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "mode:"));
   /* Invalid UTF-8 tenants (C hands over bytes): stray, cut, overlong,
@@ -283,13 +324,13 @@ static void test_calls(const slidelimit_policy *p) {
     size_t n = strlen(not_utf8[i]);
     msg_len = 0;
     CHECK(slidelimit_policy_build_call(p, bytes, n, 1, NULL, SLIDELIMIT_MODE_ACQUIRE, &call, msg,
-                                       sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+                                       sizeof msg, &msg_len, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
     CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
     CHECK(call == NULL);
   }
-  CHECK(slidelimit_policy_build_call(NULL, S("t"), 1, NULL, 1, &call, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_build_call(NULL, S("t"), 1, NULL, 1, &call, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_policy_build_call(p, S("t"), 1, NULL, 1, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_policy_build_call(p, S("t"), 1, NULL, 1, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(call == NULL);
 }
@@ -300,6 +341,7 @@ static void test_calls(const slidelimit_policy *p) {
 static void test_build_into(const slidelimit_policy *p) {
   uint8_t msg[256];
   size_t msg_len = 0;
+  slidelimit_field field = STALE;
   uint64_t now = 100000000000000ULL;
   uint8_t buf[SLIDELIMIT_CALL_BUF_MAX];
   size_t lens[SLIDELIMIT_CALL_PARTS_MAX];
@@ -307,12 +349,12 @@ static void test_build_into(const slidelimit_policy *p) {
 
   CHECK(slidelimit_policy_build_call_into(p, S("tenant-17"), 2, &now, SLIDELIMIT_MODE_ACQUIRE, buf,
                                           sizeof buf, lens, SLIDELIMIT_CALL_PARTS_MAX, &keys, &parts,
-                                          &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+                                          &used, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(keys == 1 && parts == 5);
   /* The same parts, in the same order, as the call handle's accessors. */
   slidelimit_call *call = NULL;
   CHECK(slidelimit_policy_build_call(p, S("tenant-17"), 2, &now, SLIDELIMIT_MODE_ACQUIRE, &call, NULL,
-                                     0, NULL) == SLIDELIMIT_RESULT_OK);
+                                     0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   size_t at = 0;
   for (size_t i = 0; i < parts; i++) {
     const uint8_t *ptr = NULL;
@@ -330,7 +372,7 @@ static void test_build_into(const slidelimit_policy *p) {
   /* Server time: the last part (now_ms) is empty. Peek builds too. */
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, SLIDELIMIT_MODE_PEEK, buf, sizeof buf,
                                           lens, SLIDELIMIT_CALL_PARTS_MAX, &keys, &parts, &used, NULL,
-                                          0, NULL) == SLIDELIMIT_RESULT_OK);
+                                          0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(parts == 5 && lens[4] == 0);
   CHECK(used == lens[0] + lens[1] + lens[2] + lens[3]);
   CHECK(bytes_eq(buf + lens[0], lens[1] + lens[2] + lens[3], "310001"));
@@ -340,7 +382,7 @@ static void test_build_into(const slidelimit_policy *p) {
   keys = 77;
   parts = used = 0;
   CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, NULL, 0, NULL,
-                                          0, &keys, &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          0, &keys, &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
   CHECK(keys == 77); /* untouched */
   CHECK(parts == 5 && used == strlen("rl:{geocode:a%7Db}:log:1000") + strlen("31000") + 1 + 15);
@@ -351,7 +393,7 @@ static void test_build_into(const slidelimit_policy *p) {
   CHECK(exact != NULL && exact_lens != NULL);
   CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, exact,
                                           need_bytes, exact_lens, need_parts, &keys, &parts, &used,
-                                          NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+                                          NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(keys == 1 && parts == need_parts && used == need_bytes);
   CHECK(bytes_eq(exact, exact_lens[0], "rl:{geocode:a%7Db}:log:1000"));
 
@@ -362,14 +404,14 @@ static void test_build_into(const slidelimit_policy *p) {
   parts = used = 0;
   CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, exact,
                                           need_bytes - 1, exact_lens, need_parts, &keys, &parts, &used,
-                                          msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
+                                          msg, sizeof msg, &msg_len, NULL) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
   CHECK(starts_with(msg, msg_len, "buf: the call needs 48 bytes, buf_cap is 47"));
   CHECK(exact[0] == 'x' && exact[need_bytes - 1] == 'x' && exact_lens[0] == 999 && keys == 77);
   CHECK(parts == need_parts && used == need_bytes);
   parts = used = 0;
   CHECK(slidelimit_policy_build_call_into(p, S("a}b"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, exact,
                                           need_bytes, exact_lens, need_parts - 1, &keys, &parts, &used,
-                                          msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
+                                          msg, sizeof msg, &msg_len, NULL) == SLIDELIMIT_RESULT_BUFFER_TOO_SMALL);
   CHECK(starts_with(msg, msg_len, "part_lens: the call needs 5 parts, part_lens_cap is 4"));
   CHECK(exact[0] == 'x' && exact_lens[0] == 999 && keys == 77);
   CHECK(parts == need_parts && used == need_bytes);
@@ -382,63 +424,64 @@ static void test_build_into(const slidelimit_policy *p) {
   memset(braces, '{', sizeof braces);
   CHECK(slidelimit_policy_build_call_into(p, braces, sizeof braces, 1, &now, SLIDELIMIT_MODE_ACQUIRE,
                                           buf, sizeof buf, lens, SLIDELIMIT_CALL_PARTS_MAX, &keys,
-                                          &parts, &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+                                          &parts, &used, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(lens[0] == strlen("rl:{geocode:}:log:1000") + 3 * 512);
 
   /* NULLs: each required pointer, and a buffer NULL with a capacity. */
   keys = parts = used = 77;
   CHECK(slidelimit_policy_build_call_into(NULL, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "policy: must not be NULL"));
   CHECK(slidelimit_policy_build_call_into(p, NULL, 1, 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+                                          &parts, &used, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, NULL, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "buf: must not be NULL"));
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, NULL, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "part_lens: must not be NULL"));
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, NULL,
-                                          &parts, &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+                                          &parts, &used, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys, NULL,
-                                          &used, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+                                          &used, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, NULL, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+                                          &parts, NULL, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(keys == 77 && parts == 77 && used == 77);
 
   /* Invalid input fails before any size is checked (even with no buffers)
    * and names the field; nothing is written. */
   uint64_t too_late = (1ULL << 52) + 1;
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 0, NULL, 1, NULL, 0, NULL, 0, &keys, &parts, &used,
-                                          msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+                                          msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "cost:"));
+  CHECK(field_is(field, "cost"));
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 4, NULL, 1, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "cost:"));
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, &too_late, 1, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "now_ms:"));
   CHECK(slidelimit_policy_build_call_into(p, NULL, 0, 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: must not be empty"));
   CHECK(slidelimit_policy_build_call_into(p, S("ab\xc3"), 1, NULL, 1, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
   static uint8_t big[513];
   memset(big, 'x', sizeof big);
   CHECK(slidelimit_policy_build_call_into(p, big, sizeof big, 1, NULL, 1, buf, sizeof buf, lens, 8,
-                                          &keys, &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &keys, &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant:"));
   CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, NULL, 3, buf, sizeof buf, lens, 8, &keys,
-                                          &parts, &used, msg, sizeof msg, &msg_len) ==
+                                          &parts, &used, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "mode:"));
   CHECK(keys == 77 && parts == 77 && used == 77);
@@ -449,11 +492,11 @@ static void test_replies(void) {
   uint8_t msg[256];
   size_t msg_len = 0;
   const int64_t allowed[5] = {1, 2, 0, 1000, 5000};
-  CHECK(slidelimit_decision_from_reply(allowed, 5, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_decision_from_reply(allowed, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 2 && d.retry_after_ms == 0 && d.reset_after_ms == 1000 &&
         d.now_ms == 5000);
   const int64_t denied[5] = {0, 0, 250, 900, 5000};
-  CHECK(slidelimit_decision_from_reply(denied, 5, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_decision_from_reply(denied, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 250);
 
   memset(&d, 0x5A, sizeof d);
@@ -461,21 +504,21 @@ static void test_replies(void) {
   const int64_t bad_allowed[5] = {2, 0, 0, 0, 0};
   const int64_t negative[5] = {1, -1, 0, 0, 0};
   const int64_t zero_retry[5] = {0, 0, 0, 0, 0};
-  CHECK(slidelimit_decision_from_reply(bad_allowed, 5, &d, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_decision_from_reply(bad_allowed, 5, &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
   CHECK(starts_with(msg, msg_len, "script reply has allowed = 2"));
-  CHECK(slidelimit_decision_from_reply(negative, 5, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_decision_from_reply(negative, 5, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_from_reply(zero_retry, 5, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_decision_from_reply(zero_retry, 5, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_from_reply(allowed, 4, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_decision_from_reply(allowed, 4, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_from_reply(NULL, 0, &d, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_decision_from_reply(NULL, 0, &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
   CHECK(starts_with(msg, msg_len, "script reply has 0 elements"));
   CHECK(memcmp(&d, &before, sizeof d) == 0); /* out-param untouched on failure */
-  CHECK(slidelimit_decision_from_reply(NULL, 5, &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_decision_from_reply(allowed, 5, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_decision_from_reply(NULL, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_decision_from_reply(allowed, 5, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
 
   slidelimit_server_error kind = 0;
@@ -512,14 +555,18 @@ static void test_server_error_map(void) {
   size_t out_len = 99;
   uint8_t msg[128];
   size_t msg_len = 0;
+  slidelimit_field field = STALE;
+  slidelimit_field out_field = STALE;
 #define MAP(reply, after_retry)                                                                      \
   slidelimit_server_error_map(S(reply), S(key), SLIDELIMIT_ALGORITHM_SLIDING_COUNTER, (after_retry), \
-                              &action, &code, out, sizeof out, &out_len, msg, sizeof msg, &msg_len)
+                              &action, &code, out, sizeof out, &out_len, &out_field, msg, sizeof msg,  \
+                              &msg_len, NULL)
 
   /* NOSCRIPT: retry with EVAL once; after the retry, a script error. */
   CHECK(MAP("NOSCRIPT No matching script. Please use EVAL.", false) == SLIDELIMIT_RESULT_OK);
   CHECK(action == SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL && code == SLIDELIMIT_RESULT_OK);
   CHECK(out_len == 0 && out[0] == 0);
+  CHECK(field_is(out_field, NULL));
   CHECK(MAP("NOSCRIPT No matching script. Please use EVAL.", true) == SLIDELIMIT_RESULT_OK);
   CHECK(action == SLIDELIMIT_SERVER_ERROR_ACTION_FAIL && code == SLIDELIMIT_RESULT_SCRIPT_ERROR);
   CHECK(bytes_eq(out, out_len, "NOSCRIPT No matching script. Please use EVAL."));
@@ -541,10 +588,18 @@ static void test_server_error_map(void) {
   CHECK(code == SLIDELIMIT_RESULT_PERMISSION_DENIED);
   CHECK(MAP("ERR slidelimit invalid_argument cost: must be at least 1", false) == SLIDELIMIT_RESULT_OK);
   CHECK(code == SLIDELIMIT_RESULT_INVALID_ARGUMENT && bytes_eq(out, out_len, "cost: must be at least 1"));
+  /* Core names the field of a script's invalid_argument; a name it does not
+   * know is no field. */
+  CHECK(field_is(out_field, "cost"));
+  CHECK(MAP("ERR slidelimit invalid_argument speed: too fast", false) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_INVALID_ARGUMENT && field_is(out_field, NULL));
+  out_field = STALE;
+  CHECK(MAP("WRONGPASS invalid username-password pair or user is disabled.", false) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_PERMISSION_DENIED && field_is(out_field, NULL));
   CHECK(MAP("ERR \xff odd", false) == SLIDELIMIT_RESULT_OK); /* invalid UTF-8 is replaced */
   CHECK(code == SLIDELIMIT_RESULT_SCRIPT_ERROR && bytes_eq(out, out_len, "ERR \xef\xbf\xbd odd"));
-  CHECK(slidelimit_server_error_map(NULL, 0, S(key), 1, false, &action, &code, out, sizeof out, &out_len,
-                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_server_error_map(NULL, 0, S(key), 1, false, &action, &code, out, sizeof out, &out_len, NULL,
+                                    NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(code == SLIDELIMIT_RESULT_SCRIPT_ERROR && out_len == 0);
 
   /* reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA bytes hold
@@ -554,40 +609,46 @@ static void test_server_error_map(void) {
   size_t cap = strlen(wrongtype) + strlen(key) + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA;
   uint8_t *whole = malloc(cap);
   CHECK(whole != NULL);
-  CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, whole, cap, &out_len,
-                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, whole, cap, &out_len, NULL,
+                                    NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(out_len < cap && whole[out_len] == 0);
   CHECK(memcmp(whole + out_len - strlen(wrongtype), wrongtype, strlen(wrongtype)) == 0);
   free(whole);
   uint8_t tiny[5];
   CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, tiny, sizeof tiny,
-                                    &out_len, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+                                    &out_len, NULL, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(out_len == 4 && memcmp(tiny, "key ", 4) == 0 && tiny[4] == 0);
-  CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, NULL, 0, NULL, NULL,
-                                    0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_server_error_map(S(wrongtype), S(key), 1, false, &action, &code, NULL, 0, NULL, NULL, NULL,
+                                    0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(code == SLIDELIMIT_RESULT_WRONG_TYPE);
 
   /* A command that is no script call (a reset's DEL): the same table, never
    * a retry, a WRONGTYPE message without a key. */
   CHECK(slidelimit_server_error_map_command(S("WRONGTYPE Operation against a key"), &code, out,
-                                            sizeof out, &out_len) == SLIDELIMIT_RESULT_OK);
+                                            sizeof out, &out_len, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(code == SLIDELIMIT_RESULT_WRONG_TYPE);
   CHECK(bytes_eq(out, out_len, "WRONGTYPE Operation against a key"));
   CHECK(slidelimit_server_error_map_command(S("NOSCRIPT No matching script."), &code, out, sizeof out,
-                                            &out_len) == SLIDELIMIT_RESULT_OK);
+                                            &out_len, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(code == SLIDELIMIT_RESULT_SCRIPT_ERROR);
-  CHECK(slidelimit_server_error_map_command(S("NOPERM no"), &code, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_server_error_map_command(S("NOPERM no"), &code, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(code == SLIDELIMIT_RESULT_PERMISSION_DENIED);
-  CHECK(slidelimit_server_error_map_command(S("MOVED 1 a:1"), &code, tiny, sizeof tiny, &out_len) ==
+  CHECK(slidelimit_server_error_map_command(S("ERR slidelimit invalid_argument tenant: must not be empty"), &code,
+                                            NULL, 0, NULL, &out_field) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_INVALID_ARGUMENT && field_is(out_field, "tenant"));
+  CHECK(slidelimit_server_error_map_command(S("WRONGPASS invalid username-password pair"), &code, NULL, 0, NULL,
+                                            &out_field) == SLIDELIMIT_RESULT_OK);
+  CHECK(code == SLIDELIMIT_RESULT_PERMISSION_DENIED && field_is(out_field, NULL));
+  CHECK(slidelimit_server_error_map_command(S("MOVED 1 a:1"), &code, tiny, sizeof tiny, &out_len, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(code == SLIDELIMIT_RESULT_UNAVAILABLE && out_len == 4 && memcmp(tiny, "redi", 5) == 0);
   code = 42;
   out_len = 42;
-  CHECK(slidelimit_server_error_map_command(NULL, 1, &code, out, sizeof out, &out_len) ==
+  CHECK(slidelimit_server_error_map_command(NULL, 1, &code, out, sizeof out, &out_len, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_server_error_map_command(S("ERR"), NULL, out, sizeof out, &out_len) ==
+  CHECK(slidelimit_server_error_map_command(S("ERR"), NULL, out, sizeof out, &out_len, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_server_error_map_command(S("ERR"), &code, NULL, 1, &out_len) ==
+  CHECK(slidelimit_server_error_map_command(S("ERR"), &code, NULL, 1, &out_len, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(code == 42 && out_len == 42);
 
@@ -596,24 +657,26 @@ static void test_server_error_map(void) {
   action = 42;
   code = 42;
   out_len = 42;
-  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 3, false, &action, &code, out, sizeof out, &out_len,
-                                    msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 3, false, &action, &code, out, sizeof out, &out_len, NULL,
+                                    msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "algorithm:"));
+  CHECK(field_is(field, "algorithm"));
   CHECK(slidelimit_server_error_map(S("ERR"), S("k\xff"), 1, false, &action, &code, out, sizeof out,
-                                    &out_len, msg, sizeof msg,
-                                    &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+                                    &out_len, NULL, msg, sizeof msg,
+                                    &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "key: is not valid UTF-8"));
-  CHECK(slidelimit_server_error_map(NULL, 3, S(key), 1, false, &action, &code, out, sizeof out, &out_len,
-                                    msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(field_is(field, "key"));
+  CHECK(slidelimit_server_error_map(NULL, 3, S(key), 1, false, &action, &code, out, sizeof out, &out_len, NULL,
+                                    msg, sizeof msg, &msg_len, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "reply: must not be NULL"));
   CHECK(slidelimit_server_error_map(S("ERR"), NULL, 3, 1, false, &action, &code, out, sizeof out,
-                                    &out_len, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, NULL, &code, out, sizeof out, &out_len,
-                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, &action, NULL, out, sizeof out, &out_len,
-                                    NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, &action, &code, NULL, 8, &out_len, msg,
-                                    sizeof msg, &msg_len) == SLIDELIMIT_RESULT_NULL_POINTER);
+                                    &out_len, NULL, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, NULL, &code, out, sizeof out, &out_len, NULL,
+                                    NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, &action, NULL, out, sizeof out, &out_len, NULL,
+                                    NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 1, false, &action, &code, NULL, 8, &out_len, NULL, msg,
+                                    sizeof msg, &msg_len, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "out_message: must not be NULL"));
   CHECK(action == 42 && code == 42 && out_len == 42);
 #undef MAP
@@ -628,6 +691,7 @@ static void test_memory(const slidelimit_policy *p) {
   slidelimit_decision d;
   uint8_t msg[256];
   size_t msg_len = 0, count = 99;
+  slidelimit_field field = STALE;
   bool removed = false;
 
   CHECK(slidelimit_memory_new(NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
@@ -635,50 +699,51 @@ static void test_memory(const slidelimit_policy *p) {
   CHECK(slidelimit_memory_key_count(m, &count) == SLIDELIMIT_RESULT_OK && count == 0);
 
   /* The contract's first example: limit 3 per 1000 ms. */
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(1000), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(1000), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 2 && d.retry_after_ms == 0 && d.reset_after_ms == 1000 &&
         d.now_ms == 1000);
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 2, AT(1100), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 2, AT(1100), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 0);
-  CHECK(slidelimit_memory_peek(m, p, S("t-1"), 1, AT(1200), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_peek(m, p, S("t-1"), 1, AT(1200), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 800);
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(1200), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(1200), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 800 && d.reset_after_ms == 900);
-  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(2000), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 1, AT(2000), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 0);
   CHECK(slidelimit_memory_key_count(m, &count) == SLIDELIMIT_RESULT_OK && count == 1);
 
   CHECK(slidelimit_memory_acquire(m, p, S("t-1"), 4, AT(2000), CLOCK,
-                                  &d, msg, sizeof msg, &msg_len) ==
+                                  &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "cost:"));
-  CHECK(slidelimit_memory_peek(m, p, NULL, 0, 1, AT(2000), CLOCK, &d, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_memory_peek(m, p, NULL, 0, 1, AT(2000), CLOCK, &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant:"));
-  CHECK(slidelimit_memory_acquire(NULL, p, S("t"), 1, AT(0), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(NULL, p, S("t"), 1, AT(0), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_memory_acquire(m, NULL, S("t"), 1, AT(0), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(m, NULL, S("t"), 1, AT(0), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_memory_peek(m, p, S("t"), 1, AT(0), CLOCK, NULL, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_peek(m, p, S("t"), 1, AT(0), CLOCK, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_memory_acquire(m, p, S("t"), 1, AT((1ULL << 52) + 1), CLOCK, &d, msg, sizeof msg,
-                                  &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+                                  &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "now_ms:"));
+  CHECK(field_is(field, "now_ms"));
   /* Invalid UTF-8 tenants record nothing, in any call. */
   CHECK(slidelimit_memory_acquire(m, p, S("t\xff"), 1, AT(2000), CLOCK,
-                                  &d, msg, sizeof msg, &msg_len) ==
+                                  &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
   CHECK(slidelimit_memory_peek(m, p, S("\xed\xa0\x80"), 1, AT(2000), CLOCK,
-                               &d, msg, sizeof msg, &msg_len) ==
+                               &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
-  CHECK(slidelimit_memory_reset(m, p, S("\xc0\xaf"), &removed, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_memory_reset(m, p, S("\xc0\xaf"), &removed, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "tenant: is not valid UTF-8"));
   CHECK(slidelimit_memory_key_count(m, &count) == SLIDELIMIT_RESULT_OK && count == 1);
@@ -689,46 +754,46 @@ static void test_memory(const slidelimit_policy *p) {
   slidelimit_policy *one = NULL;
   CHECK(slidelimit_memory_new(&m2) == SLIDELIMIT_RESULT_OK && m2 != NULL);
   CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 1, 60000, &one,
-                              NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
-  CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1000), CLOCK, &d, NULL, 0, NULL) ==
+                              NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1000), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.now_ms == 1000 && d.reset_after_ms == 60000);
-  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1000000), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1000000), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.now_ms == 1000000);
   for (int i = 0; i < 5000; i++) {
     char other[32];
     int n = snprintf(other, sizeof other, "other-%d", i);
     CHECK(slidelimit_memory_peek(m2, one, (const uint8_t *)other, (size_t)n, 1, AT(5000000), CLOCK,
-                                 &d, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+                                 &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   }
-  CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1001), CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1001), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 59999 && d.reset_after_ms == 59999 && d.now_ms == 1001);
   /* NULL now_ms decides at the clock; the key lives through CLOCK + 60000. */
-  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, NULL, CLOCK, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, NULL, CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.now_ms == CLOCK);
-  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60000, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60000, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed);
-  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60001, &d, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60001, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed);
-  CHECK(slidelimit_memory_reset(m2, one, S("A"), &removed, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_reset(m2, one, S("A"), &removed, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(!removed); /* expired on the clock by the peek above */
   CHECK(slidelimit_memory_key_count(m2, &count) == SLIDELIMIT_RESULT_OK && count == 0);
   slidelimit_policy_free(one);
   slidelimit_memory_free(m2);
 
-  CHECK(slidelimit_memory_reset(m, p, S("t-1"), &removed, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_reset(m, p, S("t-1"), &removed, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(removed);
-  CHECK(slidelimit_memory_reset(m, p, S("t-1"), &removed, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_memory_reset(m, p, S("t-1"), &removed, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(!removed);
-  CHECK(slidelimit_memory_reset(m, p, NULL, 0, &removed, msg, sizeof msg, &msg_len) ==
+  CHECK(slidelimit_memory_reset(m, p, NULL, 0, &removed, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
-  CHECK(slidelimit_memory_reset(m, p, S("t"), NULL, NULL, 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_memory_reset(NULL, p, S("t"), &removed, NULL, 0, NULL) ==
+  CHECK(slidelimit_memory_reset(m, p, S("t"), NULL, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_memory_reset(NULL, p, S("t"), &removed, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_memory_key_count(NULL, &count) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_memory_key_count(m, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
@@ -739,12 +804,55 @@ static void test_memory(const slidelimit_policy *p) {
 static void test_timeout(void) {
   uint8_t msg[128];
   size_t msg_len = 0;
-  CHECK(slidelimit_check_timeout_ms(0, msg, sizeof msg, &msg_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  slidelimit_field field = STALE;
+  CHECK(slidelimit_check_timeout_ms(0, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "timeout_ms:"));
+  CHECK(field_is(field, "timeout_ms"));
   CHECK(msg[msg_len] == 0);
-  CHECK(slidelimit_check_timeout_ms(1, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
-  CHECK(slidelimit_check_timeout_ms(2147483647u, NULL, 0, NULL) == SLIDELIMIT_RESULT_OK);
-  CHECK(slidelimit_check_timeout_ms(2147483648u, NULL, 0, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_check_timeout_ms(1, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_check_timeout_ms(2147483647u, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_check_timeout_ms(2147483648u, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+}
+
+static void test_metrics(void) {
+  const uint8_t *p = NULL;
+  size_t n = 0;
+  /* The table as docs/protocol.md states it. */
+  CHECK(slidelimit_metric_name(SLIDELIMIT_METRIC_ALLOWED_TOTAL, &p, &n) == SLIDELIMIT_RESULT_OK);
+  CHECK(bytes_eq(p, n, "ratelimit_allowed_total"));
+  CHECK(slidelimit_metric_help(SLIDELIMIT_METRIC_DENIED_TOTAL, &p, &n) == SLIDELIMIT_RESULT_OK);
+  CHECK(bytes_eq(p, n, "Acquires denied by the rate limiter."));
+  CHECK(slidelimit_metric_name(SLIDELIMIT_METRIC_WAIT_SECONDS, &p, &n) == SLIDELIMIT_RESULT_OK);
+  CHECK(bytes_eq(p, n, "ratelimit_wait_seconds"));
+  size_t count = 99;
+  CHECK(slidelimit_metric_label_count(SLIDELIMIT_METRIC_ALLOWED_TOTAL, true, &count) == SLIDELIMIT_RESULT_OK);
+  CHECK(count == 2);
+  CHECK(slidelimit_metric_label_count(SLIDELIMIT_METRIC_WAIT_SECONDS, true, &count) == SLIDELIMIT_RESULT_OK);
+  CHECK(count == 1);
+  CHECK(slidelimit_metric_label(SLIDELIMIT_METRIC_DENIED_TOTAL, true, 1, &p, &n, NULL, 0, NULL, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(bytes_eq(p, n, "tenant"));
+  uint8_t msg[64];
+  size_t msg_len = 0;
+  CHECK(slidelimit_metric_label(SLIDELIMIT_METRIC_WAIT_SECONDS, true, 1, &p, &n, msg, sizeof msg, &msg_len, NULL) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "index:"));
+  const double *b = NULL;
+  CHECK(slidelimit_metric_buckets(SLIDELIMIT_METRIC_WAIT_SECONDS, &b, &n) == SLIDELIMIT_RESULT_OK);
+  CHECK(n == 12 && b[0] == 0.001 && b[11] == 600.0);
+  CHECK(slidelimit_metric_buckets(SLIDELIMIT_METRIC_ALLOWED_TOTAL, &b, &n) == SLIDELIMIT_RESULT_OK);
+  CHECK(n == 0);
+  CHECK(slidelimit_metric_wait_seconds(1500) == 1.5);
+  /* Bad ids and NULL out-pointers. */
+  CHECK(slidelimit_metric_name(0, &p, &n) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_metric_help(4, &p, &n) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_metric_name(1, NULL, &n) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_metric_help(1, &p, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_metric_label_count(1, false, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_metric_label_count(9, false, &count) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_metric_label(1, false, 0, NULL, &n, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_metric_buckets(3, NULL, &n) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_metric_buckets(3, &b, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
 }
 
 int main(void) {
@@ -759,6 +867,7 @@ int main(void) {
   test_server_error_map();
   test_memory(p);
   test_timeout();
+  test_metrics();
   slidelimit_policy_free(p);
   printf("ffi_test: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

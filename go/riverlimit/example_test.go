@@ -1,13 +1,17 @@
 package riverlimit_test
 
-// The River snippet of docs/go.md (checked by the slidelimit package's
-// TestDocSnippetsAreExamples). It needs Redis and PostgreSQL, so it only
-// compiles; riverlimit_test.go runs the same calls against real servers.
+// The River snippets of docs/go.md (checked by the slidelimit package's
+// TestDocSnippetsAreExamples). They need Redis and PostgreSQL, so they only
+// compile; riverlimit_test.go runs the same calls against real servers.
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
 
@@ -47,6 +51,55 @@ func ExampleNewGate() {
 			return args.APIKey, 1, true
 		})
 		return &river.Config{Workers: workers, Middleware: []rivertype.Middleware{mw}}
+	}
+	_ = setup
+}
+
+// When Redis is down: the client settings that report an outage at once, and
+// a longer backoff than the default.
+func ExampleWithBackoff() {
+	setup := func(policy slidelimit.Policy) (*riverlimit.Gate, error) {
+		client := redis.NewClient(&redis.Options{
+			Addr:                  "127.0.0.1:6379",
+			ContextTimeoutEnabled: true, // the limiter's timeout interrupts the socket read
+			MaxRetries:            -1,   // no second attempt of a failed command
+			DialerRetries:         1,    // a refused connection is reported at once
+		})
+		limiter, err := slidelimit.New(client, policy, slidelimit.WithTimeout(500*time.Millisecond))
+		if err != nil {
+			return nil, err
+		}
+		gate := riverlimit.NewGate(limiter,
+			// Redis down: snooze 2 s, 4 s, 8 s, ... up to 5 min (default 1 s to 1 min).
+			riverlimit.WithBackoff(func(snoozes int) time.Duration {
+				return min(2*time.Second<<min(snoozes, 8), 5*time.Minute)
+			}),
+			// riverlimit.WithFailOpen(), // or: run the work anyway while Redis is down
+		)
+		return gate, nil
+	}
+	_ = setup
+}
+
+// What the gate did with each job, as a counter of snoozes by job kind and
+// reason, next to the limiter's own metrics (promlimit).
+func ExampleWithObserver() {
+	setup := func(registry *prometheus.Registry, limiter *slidelimit.Limiter) *riverlimit.Gate {
+		snoozed := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "app_jobs_snoozed_total",
+			Help: "Jobs the rate-limit gate snoozed, by kind and reason.",
+		}, []string{"kind", "reason"})
+		registry.MustRegister(snoozed)
+		gate := riverlimit.NewGate(limiter, riverlimit.WithObserver(func(job *rivertype.JobRow, o riverlimit.Outcome) {
+			switch {
+			case o.Ran: // allowed, or failed open
+			case errors.Is(o.Err, slidelimit.ErrUnavailable):
+				snoozed.WithLabelValues(job.Kind, "redis_unavailable").Inc()
+			case o.Err == nil:
+				snoozed.WithLabelValues(job.Kind, "over_budget").Inc()
+			} // any other error failed the job: River records it
+		}))
+		return gate
 	}
 	_ = setup
 }

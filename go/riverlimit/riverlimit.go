@@ -33,7 +33,11 @@ const (
 )
 
 // TenantFunc names the tenant whose budget a job spends and the permits it
-// takes (cost). ok false runs the job without a check.
+// takes (cost). ok false runs the job without a check: return it for kinds
+// that are not limited. The middleware runs before River decodes the args, so
+// a TenantFunc decodes job.EncodedArgs (JSON) into the worker's args type;
+// returning ok false when that fails lets no work run unchecked, since River
+// then fails the attempt decoding the same JSON before the work.
 type TenantFunc func(job *rivertype.JobRow) (tenant string, cost uint64, ok bool)
 
 // Gate decides, before each job's work, whether it runs now or snoozes.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,5 +374,49 @@ func TestHangingRedisSnoozesWithinTheTimeout(t *testing.T) {
 		if o.Ran || !errors.Is(o.Err, slidelimit.ErrUnavailable) {
 			t.Fatalf("outcome %d: %+v", i, o)
 		}
+	}
+}
+
+// badGeocodeArgs has geocodeArgs' kind and JSON that does not decode into it.
+type badGeocodeArgs struct {
+	APIKey int `json:"api_key"`
+}
+
+func (badGeocodeArgs) Kind() string { return "geocode" }
+
+// The middleware's TenantFunc runs before River decodes the args for the
+// worker. Returning ok = false when they do not decode (as docs/go.md does)
+// lets no work run unchecked: River decodes the same args before the work,
+// fails the attempt with the decode error, and the gate is never asked.
+func TestUndecodableArgsFailWithoutRunningTheWork(t *testing.T) {
+	l := limiter(t, testredis.Client(t, nil), 5, 60_000)
+	var r run
+	gate := riverlimit.NewGate(l, riverlimit.WithObserver(r.observe))
+	var decodeErrs atomic.Int32
+	mw := riverlimit.NewMiddleware(gate, func(job *rivertype.JobRow) (string, uint64, bool) {
+		if job.Kind != (geocodeArgs{}).Kind() {
+			return "", 0, false
+		}
+		var args geocodeArgs
+		if err := json.Unmarshal(job.EncodedArgs, &args); err != nil {
+			decodeErrs.Add(1)
+			return "", 0, false
+		}
+		return args.APIKey, 1, true
+	})
+	workers := river.NewWorkers()
+	river.AddWorker(workers, river.WorkFunc(r.work))
+	client, events, queue := startRiver(t, workers, mw)
+	if _, err := client.Insert(context.Background(), badGeocodeArgs{APIKey: 17}, &river.InsertOpts{Queue: queue}); err != nil {
+		t.Fatal(err)
+	}
+	e := next(t, events, 10*time.Second)
+	if e.Kind != river.EventKindJobFailed || e.Job.Attempt != 1 || len(e.Job.Errors) != 1 {
+		t.Fatalf("%s at attempt %d, errors %v", e.Kind, e.Job.Attempt, e.Job.Errors)
+	}
+	attempts, _, outcomes := r.snapshot()
+	if n := decodeErrs.Load(); n != 1 || len(attempts) != 0 || len(outcomes) != 0 {
+		t.Fatalf("decode errors %d, work ran %d times, gate asked %d times; want 1, 0, 0",
+			n, len(attempts), len(outcomes))
 	}
 }

@@ -10,38 +10,33 @@
 //! - a call crosses as one string (see [`encode_call`]) and a reply as a
 //!   `Float64Array` parsed and overwritten in place (see [`parse_reply`]), so
 //!   that a check makes few JS values: each costs more than core's own work;
-//! - an error is a tag, core's code followed by `:<field>` when a field is at
-//!   fault (`"invalid_argument:cost"`), and a message; `node/lib/errors.js`
-//!   turns it into the matching `SlidelimitError` subclass.
+//! - an error is core's code, the field at fault (if any) and the message,
+//!   which the shells put on a JS `Error` as `code`, `field` and `message`;
+//!   `node/lib/errors.js` only picks the matching `SlidelimitError` subclass.
 
 use slidelimit_core as sl;
 
-/// A core error as JS receives it: `tag` becomes the `code` of the `Error`.
+/// A core error as JS receives it: the properties of the thrown `Error`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JsError {
-    /// `<code>` or `<code>:<field>`.
-    pub tag: String,
+    /// Core's code (`"invalid_argument"`).
+    pub code: &'static str,
+    /// The field at fault (`"cost"`), if any.
+    pub field: Option<&'static str>,
     pub message: String,
 }
 
 impl From<sl::Error> for JsError {
     fn from(e: sl::Error) -> Self {
         JsError {
-            tag: error_tag(&e),
+            code: e.code().as_str(),
+            field: e.field(),
             message: e.message().to_owned(),
         }
     }
 }
 
 pub type Result<T, E = JsError> = std::result::Result<T, E>;
-
-/// `<code>` or `<code>:<field>` (`node/lib/errors.js` `fromCore` splits it).
-pub fn error_tag(e: &sl::Error) -> String {
-    match e.field() {
-        Some(field) => format!("{}:{field}", e.code().as_str()),
-        None => e.code().as_str().to_owned(),
-    }
-}
 
 /// JS asks with a flag; core with a [`sl::Mode`].
 pub fn mode(peek: bool) -> sl::Mode {
@@ -58,8 +53,8 @@ pub fn mode(peek: bool) -> sl::Mode {
 pub const CALL_SEPARATOR: char = '\0';
 
 /// A call as `sha1 NUL numkeys NUL key... NUL arg...`: one JS string instead
-/// of an object, two arrays and six strings. `node/lib/codec.js` splits it
-/// into EVALSHA's argument list.
+/// of an object, two arrays and six strings. Split at [`CALL_SEPARATOR`]
+/// (handed to JS in [`constants_json`]) it is EVALSHA's argument list as is.
 pub fn encode_call(call: &sl::ScriptCall) -> String {
     let mut out = String::with_capacity(128);
     out.push_str(call.script.sha1());
@@ -103,6 +98,42 @@ pub fn parse_reply(buf: &mut [f64]) -> Result<()> {
     let decision = sl::Decision::from_f64_reply(buf)?;
     buf.copy_from_slice(&decision.to_f64_reply());
     Ok(())
+}
+
+/// One element of a script reply as the JS client handed it over: a number,
+/// a string (ioredis `stringNumbers` hands integers over as decimal text), or
+/// anything else (an error, nil, a nested array).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ReplyValue {
+    Number(f64),
+    Text(String),
+    Other,
+}
+
+/// 2^53: the integers a JS number holds exactly (core's bound for doubles).
+const MAX_SAFE: i64 = 1 << 53;
+
+impl ReplyValue {
+    /// The element as core's double carrier takes it: NaN for anything that
+    /// is not an integer. Text must be an integer in Redis's own form
+    /// (optional `-`, no `+`, no leading zeros) within 2^53.
+    fn to_f64(&self) -> f64 {
+        match self {
+            ReplyValue::Number(n) => *n,
+            ReplyValue::Text(s) => match s.parse::<i64>() {
+                Ok(n) if n.abs() <= MAX_SAFE && n.to_string() == *s => n as f64,
+                _ => f64::NAN,
+            },
+            ReplyValue::Other => f64::NAN,
+        }
+    }
+}
+
+/// Parses a script reply whose elements may be text (see [`ReplyValue`]);
+/// the slower path, for clients that do not hand integers over as numbers.
+pub fn parse_reply_values(values: &[ReplyValue]) -> Result<Decision> {
+    let doubles: Vec<f64> = values.iter().map(|v| v.to_f64()).collect();
+    Ok(sl::Decision::from_f64_reply(&doubles)?.into())
 }
 
 /// A validated policy (core's `Policy`) with JS-typed accessors.
@@ -189,6 +220,12 @@ impl Policy {
     }
 }
 
+/// Core's table for an error reply to a command that is no script call
+/// (`DEL` for a reset): final, with no retry.
+pub fn map_command_error(reply: &str) -> JsError {
+    sl::map_command_error(reply).into()
+}
+
 /// Core's in-memory engine: same decisions as Redis, no server.
 #[derive(Debug, Default)]
 pub struct MemoryEngine {
@@ -229,20 +266,23 @@ impl MemoryEngine {
 }
 
 /// Core's constants a JS caller needs, as JSON (read once at load):
-/// `{"defaults": {"namespace", "algorithm"}, "metrics": {"allowedTotal":
-/// {"name", "help"}, "deniedTotal": ..., "waitSeconds": ..., "labels":
-/// {"resource", "tenant"}, "waitBuckets": [...]}}`.
+/// `{"defaults": {"namespace", "algorithm", "timeoutMs"}, "callSeparator",
+/// "metrics": {"allowedTotal": {"name", "help"}, "deniedTotal": ...,
+/// "waitSeconds": ..., "labels": {"resource", "tenant"}, "waitBuckets": [...]}}`.
 pub fn constants_json() -> String {
     let metric = |name: &str, help: &str| format!(r#"{{"name":"{name}","help":"{help}"}}"#);
     let buckets: Vec<String> = sl::WAIT_BUCKETS.iter().map(f64::to_string).collect();
     format!(
         concat!(
-            r#"{{"defaults":{{"namespace":"{}","algorithm":"{}"}},"#,
+            r#"{{"defaults":{{"namespace":"{}","algorithm":"{}","timeoutMs":{}}},"#,
+            r#""callSeparator":"\u{:04x}","#,
             r#""metrics":{{"allowedTotal":{},"deniedTotal":{},"waitSeconds":{},"#,
             r#""labels":{{"resource":"{}","tenant":"{}"}},"waitBuckets":[{}]}}}}"#
         ),
         sl::DEFAULT_NAMESPACE,
         sl::DEFAULT_ALGORITHM.as_str(),
+        sl::DEFAULT_TIMEOUT_MS,
+        u32::from(CALL_SEPARATOR),
         metric(sl::METRIC_ALLOWED_TOTAL, sl::METRIC_ALLOWED_TOTAL_HELP),
         metric(sl::METRIC_DENIED_TOTAL, sl::METRIC_DENIED_TOTAL_HELP),
         metric(sl::METRIC_WAIT_SECONDS, sl::METRIC_WAIT_SECONDS_HELP),
@@ -291,12 +331,12 @@ mod tests {
     #[test]
     fn errors_carry_code_and_field() {
         let e = Policy::new("rl", "geocode", "sliding_log", 1.5, 1000.0).unwrap_err();
-        assert_eq!(e.tag, "invalid_argument:limit");
+        assert_eq!((e.code, e.field), ("invalid_argument", Some("limit")));
         assert!(e.message.starts_with("limit: "), "{}", e.message);
         let e = JsError::from(sl::Error::new(sl::ErrorCode::Unavailable, "down"));
         assert_eq!(
-            (e.tag.as_str(), e.message.as_str()),
-            ("unavailable", "down")
+            (e.code, e.field, e.message.as_str()),
+            ("unavailable", None, "down")
         );
     }
 
@@ -317,9 +357,9 @@ mod tests {
             call.args.iter().map(String::as_str).collect::<Vec<_>>()[..]
         );
         let e = p.build_call("t", -1.0, None, true).unwrap_err();
-        assert_eq!(e.tag, "invalid_argument:cost");
+        assert_eq!((e.code, e.field), ("invalid_argument", Some("cost")));
         let e = p.build_call("t", 1.0, Some(f64::NAN), true).unwrap_err();
-        assert_eq!(e.tag, "invalid_argument:now_ms");
+        assert_eq!((e.code, e.field), ("invalid_argument", Some("now_ms")));
         assert_ne!(p.script_text(true), p.script_text(false));
     }
 
@@ -330,8 +370,70 @@ mod tests {
         assert_eq!(buf, [0.0, 0.0, 250.0, 900.0, 5000.0]);
         let mut bad = [1.0, f64::NAN, 0.0, 1.0, 5.0];
         let e = parse_reply(&mut bad).unwrap_err();
-        assert_eq!(e.tag, "malformed_reply");
+        assert_eq!((e.code, e.field), ("malformed_reply", None));
         assert!(bad[1].is_nan(), "a bad reply is left as it was");
+    }
+
+    #[test]
+    fn a_reply_of_text_integers_is_read_as_redis_writes_them() {
+        use ReplyValue::{Number, Other, Text};
+        let d = parse_reply_values(&[
+            Text("0".into()),
+            Text("0".into()),
+            Number(250.0),
+            Text("900".into()),
+            Text("5000".into()),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                d.allowed,
+                d.remaining,
+                d.retry_after_ms,
+                d.reset_after_ms,
+                d.now_ms
+            ),
+            (false, 0.0, 250.0, 900.0, 5000.0)
+        );
+        let max = (1i64 << 53).to_string();
+        assert_eq!(
+            parse_reply_values(&[
+                Text("1".into()),
+                Text("0".into()),
+                Text("0".into()),
+                Text("1".into()),
+                Text(max)
+            ])
+            .unwrap()
+            .now_ms,
+            9_007_199_254_740_992.0
+        );
+        let over = ((1i64 << 53) + 1).to_string();
+        for bad in [
+            "+1",
+            "01",
+            "1.0",
+            " 1",
+            "",
+            "1e3",
+            over.as_str(),
+            "99999999999999999999",
+        ] {
+            let e = parse_reply_values(&[
+                Text("1".into()),
+                Text(bad.into()),
+                Text("0".into()),
+                Text("1".into()),
+                Text("5".into()),
+            ])
+            .unwrap_err();
+            assert_eq!(e.code, "malformed_reply", "{bad:?}");
+        }
+        let e = parse_reply_values(&[Number(1.0), Other, Number(0.0), Number(1.0), Number(5.0)])
+            .unwrap_err();
+        assert_eq!(e.code, "malformed_reply");
+        let e = parse_reply_values(&[Text("1".into())]).unwrap_err();
+        assert_eq!(e.code, "malformed_reply");
     }
 
     #[test]
@@ -341,11 +443,11 @@ mod tests {
         let noscript = "NOSCRIPT No matching script. Please use EVAL.";
         assert_eq!(p.map_server_error(noscript, &key, false), None);
         let e = p.map_server_error(noscript, &key, true).unwrap();
-        assert_eq!(e.tag, "script_error");
+        assert_eq!(e.code, "script_error");
         let e = p
             .map_server_error("WRONGTYPE Operation", &key, false)
             .unwrap();
-        assert_eq!(e.tag, "wrong_type");
+        assert_eq!(e.code, "wrong_type");
         assert!(e
             .message
             .starts_with(&format!("key {key} holds a value the sliding_log")));
@@ -356,11 +458,22 @@ mod tests {
                 false,
             )
             .unwrap();
-        assert_eq!(e.tag, "invalid_argument:cost");
+        assert_eq!((e.code, e.field), ("invalid_argument", Some("cost")));
         let e = p
             .map_server_error("MOVED 1 127.0.0.1:7000", &key, false)
             .unwrap();
-        assert_eq!(e.tag, "unavailable");
+        assert_eq!(e.code, "unavailable");
+        assert_eq!(
+            map_command_error("NOPERM no DEL for you").code,
+            "permission_denied"
+        );
+        let e = map_command_error("WRONGTYPE Operation against a key");
+        assert_eq!(e.code, "wrong_type");
+        assert!(
+            !e.message.contains(&key),
+            "no rule's key to name: {}",
+            e.message
+        );
     }
 
     #[test]
@@ -377,7 +490,7 @@ mod tests {
         assert_eq!((d.allowed, d.retry_after_ms), (false, 500.0));
         assert!(engine.reset(&p, "t").unwrap());
         let e = engine.check(&p, "t", 1.0, None, -1.0, false).unwrap_err();
-        assert_eq!(e.tag, "invalid_argument:clock_ms");
+        assert_eq!((e.code, e.field), ("invalid_argument", Some("clock_ms")));
     }
 
     #[test]
@@ -385,7 +498,8 @@ mod tests {
         assert_eq!(
             constants_json(),
             concat!(
-                r#"{"defaults":{"namespace":"rl","algorithm":"sliding_log"},"metrics":{"#,
+                r#"{"defaults":{"namespace":"rl","algorithm":"sliding_log","timeoutMs":1000},"#,
+                r#""callSeparator":"\u0000","metrics":{"#,
                 r#""allowedTotal":{"name":"ratelimit_allowed_total","help":"Acquires allowed by the rate limiter."},"#,
                 r#""deniedTotal":{"name":"ratelimit_denied_total","help":"Acquires denied by the rate limiter."},"#,
                 r#""waitSeconds":{"name":"ratelimit_wait_seconds","help":"retry_after handed to denied callers, in seconds."},"#,
@@ -398,10 +512,7 @@ mod tests {
     #[test]
     fn timeouts_and_codes_come_from_core() {
         assert_eq!(check_timeout_ms(250.0).unwrap(), 250.0);
-        assert_eq!(
-            check_timeout_ms(0.0).unwrap_err().tag,
-            "invalid_argument:timeout_ms"
-        );
+        assert_eq!(check_timeout_ms(0.0).unwrap_err().field, Some("timeout_ms"));
         assert_eq!(error_codes()[0], "invalid_argument");
         assert_eq!(error_codes().len(), sl::ErrorCode::ALL.len());
     }

@@ -17,7 +17,7 @@ const Redis = require('ioredis');
 const { RateLimiterRedis } = require('rate-limiter-flexible');
 const slidelimit = require('..');
 const { addonFile } = require('../lib/platform');
-const { decodeCall, replyParser } = require('../lib/codec');
+const { splitCall, numberReplyParser } = require('../lib/codec');
 
 const url = process.env.SLIDELIMIT_TEST_REDIS_URL;
 if (!url) throw new Error('SLIDELIMIT_TEST_REDIS_URL is not set (run through scripts/with-redis.sh)');
@@ -35,13 +35,13 @@ const COLD_TENANTS = 50_000;
 // count other processes on a small machine).
 function microRound(core, build) {
   const policy = new core.Policy('rl', 'geocode', 'sliding_log', 600, 60000);
-  const parseReply = replyParser(core);
+  const parseReply = numberReplyParser(core);
   const reply = [1, 599, 0, 60000, 1764475200000];
-  const cached = decodeCall(policy.buildCall('tenant-17', 1, undefined, false));
+  const cached = splitCall(policy.buildCall('tenant-17', 1, undefined, false));
   let sink = 0;
   const t0 = process.cpuUsage();
   for (let i = 0; i < N_MICRO; i++) {
-    const call = build ? decodeCall(policy.buildCall('tenant-17', 1, undefined, false)) : cached;
+    const call = build ? splitCall(policy.buildCall('tenant-17', 1, undefined, false)) : cached;
     const d = parseReply(reply);
     sink += call.length + d.remaining;
   }
@@ -107,13 +107,13 @@ async function main() {
   // taken once from core.
   const { core } = require('../lib/binding');
   const p = new core.Policy(policy.namespace, policy.resource, 'sliding_log', policy.limit, policy.windowMs);
-  const [sha, numKeys, , limitArg, windowArg, costArg, nowArg] = decodeCall(p.buildCall('t', 1, undefined, false));
+  const [sha, numKeys, , limitArg, windowArg, costArg, nowArg] = splitCall(p.buildCall('t', 1, undefined, false));
   const rawKey = (tenant) => `${prefix}:{geocode:${tenant}}:log:60000`;
   for (const t of ['tenant-0', 'tenant-999']) {
     if (rawKey(t) !== limiter.key(t)) throw new Error(`raw key ${rawKey(t)} is not core's ${limiter.key(t)}`);
   }
   // The same call prepared once per tenant before the run (no key building at all).
-  const prepared = tenants.map((t) => decodeCall(p.buildCall(t, 1, undefined, false)));
+  const prepared = tenants.map((t) => splitCall(p.buildCall(t, 1, undefined, false)));
   await redis.eval(p.scriptText(false), 1, 'x', '1', '1', '1', '');
   const rlf = new RateLimiterRedis({ storeClient: redis, points: 1_000_000, duration: 60, keyPrefix: `${prefix}-rlf` });
 

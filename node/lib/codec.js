@@ -1,31 +1,22 @@
 'use strict';
-// How calls and replies cross the boundary to core (the napi addon or the
-// wasm build): few JS values per check, since each costs more than core's work.
+// Type conversions at the boundary to core (the napi addon or the wasm
+// build), with few JS values per check, since each costs more than core's
+// work. Every format here is core's: JS only moves values across.
 
-// Core's call comes as one string, `sha1 NUL numkeys NUL key... NUL arg...`
-// (one JS value instead of nine; encoded by `encode_call` in js-glue/, the one
-// definition the addon and the wasm build share); split, it is EVALSHA's
-// argument list.
-function decodeCall(encoded) {
-  const parts = encoded.split('\0');
-  parts[1] = Number(parts[1]);
-  return parts;
-}
+const { core, constants } = require('./binding');
 
-// A Redis integer reply as ioredis `stringNumbers` hands it over: at most 16
-// digits, so that Number() reads it exactly or core sees it out of range.
-const INTEGER_TEXT = /^-?(0|[1-9][0-9]{0,15})$/;
-
-function fromText(v) {
-  return typeof v === 'string' && INTEGER_TEXT.test(v) ? Number(v) : NaN;
+// Core's call comes as one string (one JS value instead of nine); split at
+// core's separator it is EVALSHA's argument list [sha1, numkeys, key, ...args]
+// (ioredis reads numkeys as text or number alike).
+function splitCall(encoded) {
+  return encoded.split(constants.callSeparator);
 }
 
 // Core's parseReply reads the reply from a Float64Array and writes the
 // decision back in field order. Anything in the reply that is not a number
 // goes as NaN, so core reports `malformed_reply` for it like for any other
-// bad reply. With `stringNumbers` (the client's ioredis option: integer
-// replies arrive as decimal strings) such strings are read as their number.
-function replyParser(core, { stringNumbers = false } = {}) {
+// bad reply. `impl`: the addon or the wasm build (the loaded one by default).
+function numberReplyParser(impl = core) {
   // Shared scratch space: safe, the call is synchronous.
   const scratch = new Float64Array(5);
   return function parseReply(reply) {
@@ -33,11 +24,17 @@ function replyParser(core, { stringNumbers = false } = {}) {
     const buf = n === scratch.length ? scratch : new Float64Array(n);
     for (let i = 0; i < n; i++) {
       const v = reply[i];
-      buf[i] = typeof v === 'number' ? v : stringNumbers ? fromText(v) : NaN;
+      buf[i] = typeof v === 'number' ? v : NaN;
     }
-    core.parseReply(buf);
+    impl.parseReply(buf);
     return { allowed: buf[0] === 1, remaining: buf[1], retryAfterMs: buf[2], resetAfterMs: buf[3], nowMs: buf[4] };
   };
 }
 
-module.exports = { decodeCall, replyParser };
+// With ioredis `stringNumbers` integers arrive as decimal strings: the reply
+// goes to core as it is, and core reads the text.
+function textReplyParser(impl = core) {
+  return (reply) => impl.parseReplyValues(Array.isArray(reply) ? reply : []);
+}
+
+module.exports = { splitCall, numberReplyParser, textReplyParser };

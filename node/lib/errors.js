@@ -37,14 +37,13 @@ function makeError(code, message, field, cause) {
 }
 
 // The addon and the wasm build throw Errors (and `mapServerError` returns
-// errors) whose `code` is "<code>" or "<code>:<field>". Anything else escaping
-// them is a bug: `internal`. `cause`: the error of the client, if any.
+// errors) with core's `code` and, when a field is at fault, its `field`.
+// Anything else escaping them is a bug: `internal`. `cause`: the error of the
+// client, if any.
 function fromCore(e, cause) {
   if (e instanceof SlidelimitError) return e;
-  const raw = e && typeof e.code === 'string' ? e.code : '';
-  const colon = raw.indexOf(':');
-  const code = colon < 0 ? raw : raw.slice(0, colon);
-  const field = colon < 0 ? undefined : raw.slice(colon + 1);
+  const code = e && typeof e.code === 'string' ? e.code : '';
+  const field = e && typeof e.field === 'string' ? e.field : undefined;
   if (byCode[code]) return makeError(code, e.message, field, cause);
   return makeError('internal', `slidelimit core failed: ${e && e.message}`, undefined, e);
 }

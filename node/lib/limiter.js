@@ -4,7 +4,7 @@
 // file only moves calls to Redis with ioredis and back.
 
 const binding = require('./binding');
-const { decodeCall, replyParser } = require('./codec');
+const { splitCall, numberReplyParser, textReplyParser } = require('./codec');
 const {
   UnavailableError,
   makeError,
@@ -13,10 +13,9 @@ const {
 } = require('./errors');
 
 const { core, constants } = binding;
-const parseReply = replyParser(core);
+const parseReply = numberReplyParser();
 // For clients with ioredis `stringNumbers`, which hands integers over as strings.
-const parseStringReply = replyParser(core, { stringNumbers: true });
-const DEFAULT_TIMEOUT_MS = 1000;
+const parseStringReply = textReplyParser();
 
 function str(field, value) {
   if (typeof value !== 'string') throw invalid(field, `must be a string, got ${typeof value}`);
@@ -130,11 +129,17 @@ function unavailable(err) {
   return makeError('unavailable', `redis unavailable: ${err && err.message}`, undefined, err);
 }
 
-// A failed command on `key` with no retry left: a server's error reply maps
-// by core's table (policy.mapServerError), anything else is unavailable.
+// A failed script call on `key` with no retry left: a server's error reply
+// maps by core's table (policy.mapServerError), anything else is unavailable.
 function fromRedis(policy, key, err) {
   if (!isServerError(err)) return unavailable(err);
   return fromCore(policy.mapServerError(err.message, key, true), err);
+}
+
+// A failed command that is no script call (DEL), by the same table.
+function fromRedisCommand(err) {
+  if (!isServerError(err)) return unavailable(err);
+  return fromCore(core.mapCommandError(err.message), err);
 }
 
 function timeoutError(ms) {
@@ -221,10 +226,10 @@ class Deadlines {
   }
 }
 
-// Core's rule, the same in every binding: 1 ..= 2^31 - 1 ms; 0 is invalid
-// (every check has a deadline).
+// Core's rule and default, the same in every binding: 1 ..= 2^31 - 1 ms; 0
+// is invalid (every check has a deadline).
 function checkTimeout(timeoutMs) {
-  if (timeoutMs === undefined) return DEFAULT_TIMEOUT_MS;
+  if (timeoutMs === undefined) return constants.defaults.timeoutMs;
   num('timeout_ms', timeoutMs);
   try {
     return core.checkTimeoutMs(timeoutMs);
@@ -258,7 +263,7 @@ function shown(prefix) {
 // ioredis options that would change this limiter's keys or replies. A
 // keyPrefix puts every key under another name than key() and every other
 // binding use: a second, silent budget. Refused. `stringNumbers` hands the
-// script's integers over as strings: read as such (see replyParser).
+// script's integers over as strings: read as such (see textReplyParser).
 // Returns whether replies come as strings.
 function checkClientOptions(redis) {
   const options = redis.options;
@@ -342,7 +347,7 @@ class Limiter {
           if (this.#settle(ticket)) resolve(n > 0);
         },
         (err) => {
-          if (this.#settle(ticket)) reject(fromRedis(this.#policy, key, err));
+          if (this.#settle(ticket)) reject(fromRedisCommand(err));
         },
       );
     });
@@ -423,7 +428,7 @@ class Limiter {
   }
 
   #build(tenant, cost, nowMs, peek) {
-    return decodeCall(this.#policy.buildCall(tenantOf(tenant), cost, nowMs, peek));
+    return splitCall(this.#policy.buildCall(tenantOf(tenant), cost, nowMs, peek));
   }
 }
 

@@ -216,6 +216,27 @@ test('a client whose keyPrefix would split the budget is refused', async () => {
   }
 });
 
+test('core reads a text reply only as Redis writes integers', () => {
+  // What a stringNumbers client hands over goes to core as is; the addon and
+  // the wasm build each turn JS values into core's reply values.
+  const { core } = require('../lib/binding');
+  assert.deepEqual(core.parseReplyValues(['0', '0', '250', 900, '5000']), {
+    allowed: false,
+    remaining: 0,
+    retryAfterMs: 250,
+    resetAfterMs: 900,
+    nowMs: 5000,
+  });
+  for (const bad of ['01', '+1', '1.0', ' 1', '', '9007199254740993', null, [1], { n: 1 }, true]) {
+    assert.throws(
+      () => core.parseReplyValues(['1', bad, '0', '1', '5']),
+      (e) => e.code === 'malformed_reply' && e.field === undefined,
+      `element ${JSON.stringify(bad)}`,
+    );
+  }
+  assert.throws(() => core.parseReplyValues(['1', '0', '0', '1']), (e) => e.code === 'malformed_reply');
+});
+
 test('a client with stringNumbers shares the budget and reads every decision', async () => {
   // ioredis `stringNumbers` hands integer replies over as strings: the
   // limiter reads them, so a recorded permit is never reported as an error.

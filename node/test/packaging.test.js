@@ -78,6 +78,33 @@ test('ES module users get the same package', () => {
   assert.equal(out.trim(), 'native function');
 });
 
+// Section names of an ELF (64-bit, little-endian) shared object.
+function elfSections(buf) {
+  const shoff = Number(buf.readBigUInt64LE(0x28));
+  const shentsize = buf.readUInt16LE(0x3a);
+  const shnum = buf.readUInt16LE(0x3c);
+  const strtab = shoff + buf.readUInt16LE(0x3e) * shentsize;
+  const names = Number(buf.readBigUInt64LE(strtab + 0x18)); // sh_offset of the name table
+  const out = [];
+  for (let i = 0; i < shnum; i++) {
+    const start = names + buf.readUInt32LE(shoff + i * shentsize);
+    out.push(buf.toString('latin1', start, buf.indexOf(0, start)));
+  }
+  return out;
+}
+
+test('the shipped addon is stripped (no debug info, no local symbol table)', () => {
+  const addon = fs.readFileSync(path.join(project, 'node_modules', 'slidelimit', 'dist', addonFile()));
+  if (addon.toString('latin1', 1, 4) === 'ELF') {
+    const sections = elfSections(addon);
+    assert.ok(sections.includes('.dynsym'), `an ELF with sections ${sections.join(' ')}`);
+    assert.deepEqual(sections.filter((s) => s.startsWith('.debug') || s === '.symtab'), []);
+  } else {
+    // Other formats: the unstripped build was 7.5 MB, the stripped one 0.7.
+    assert.ok(addon.length < 2e6, `addon of ${addon.length} bytes`);
+  }
+});
+
 test('a broken addon falls back to wasm', () => {
   const addon = path.join(project, 'node_modules', 'slidelimit', 'dist', addonFile());
   fs.writeFileSync(addon, 'not a shared object');

@@ -159,6 +159,11 @@ fn integers(reply: Value) -> Result<Vec<i64>> {
 /// The server's error reply as it sent it (`NOSCRIPT No matching script...`);
 /// None when the command failed without one (connection, timeout, I/O).
 fn server_text(e: &RedisError) -> Option<String> {
+    // The client turns the server's refusal of AUTH (WRONGPASS) into a kind
+    // of its own and drops the reply: hand core the reply it stands for.
+    if e.kind() == redis::ErrorKind::AuthenticationFailed {
+        return Some(format!("WRONGPASS {e}"));
+    }
     let code = e.code()?;
     Some(match e.detail() {
         Some(detail) => format!("{code} {detail}"),

@@ -2,10 +2,11 @@
 //! addon in `node/native`, so the `slidelimit` npm package runs on either:
 //! wasm-bindgen attributes over `slidelimit-js-glue` (`js-glue/`), which the
 //! addon shares. Only what is wasm-bindgen's own lives here: turning the
-//! glue's error into a JS `Error` and the decision into a plain object.
+//! glue's error into a JS `Error`, reply elements into the glue's values and
+//! the decision into a plain object.
 //!
-//! Errors are JS `Error`s whose `code` is the glue's error tag, core's code
-//! followed by `:<field>` when a field is at fault.
+//! Errors are JS `Error`s whose `code` is core's code and whose `field` names
+//! the field at fault, if any.
 
 use js_sys::{Object, Reflect};
 use slidelimit_js_glue as glue;
@@ -14,7 +15,10 @@ use wasm_bindgen::prelude::*;
 fn to_js(e: glue::JsError) -> JsValue {
     let err = js_sys::Error::new(&e.message);
     // Setting a property on a fresh Error object cannot fail.
-    let _ = Reflect::set(&err, &"code".into(), &e.tag.into());
+    let _ = Reflect::set(&err, &"code".into(), &e.code.into());
+    if let Some(field) = e.field {
+        let _ = Reflect::set(&err, &"field".into(), &field.into());
+    }
     err.into()
 }
 
@@ -119,6 +123,30 @@ impl Policy {
 #[wasm_bindgen(js_name = parseReply)]
 pub fn parse_reply(buf: &mut [f64]) -> Result<(), JsValue> {
     glue::parse_reply(buf).map_err(to_js)
+}
+
+/// Parses a script reply whose elements may be of any JS type (strings from
+/// ioredis `stringNumbers`): `glue::parse_reply_values`.
+#[wasm_bindgen(js_name = parseReplyValues)]
+pub fn parse_reply_values(values: Vec<JsValue>) -> Result<JsValue, JsValue> {
+    let values: Vec<glue::ReplyValue> = values
+        .iter()
+        .map(|v| match (v.as_f64(), v.as_string()) {
+            (Some(n), _) => glue::ReplyValue::Number(n),
+            (None, Some(text)) => glue::ReplyValue::Text(text),
+            (None, None) => glue::ReplyValue::Other,
+        })
+        .collect();
+    glue::parse_reply_values(&values)
+        .map(decision)
+        .map_err(to_js)
+}
+
+/// Core's table for an error reply to a command that is no script call
+/// (`DEL` for a reset): the error the command ends with (not thrown).
+#[wasm_bindgen(js_name = mapCommandError)]
+pub fn map_command_error(reply: &str) -> JsValue {
+    to_js(glue::map_command_error(reply))
 }
 
 /// Every error code core defines, in numeric order.

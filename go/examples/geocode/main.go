@@ -29,6 +29,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/slidelimit/slidelimit/go"
+	"github.com/slidelimit/slidelimit/go/promlimit"
 	"github.com/slidelimit/slidelimit/go/riverlimit"
 )
 
@@ -75,14 +76,14 @@ func run(redisURL, dbURL string, jobs int, limit uint64, window, runFor time.Dur
 	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 
-	metrics, err := slidelimit.NewMetrics(prometheus.DefaultRegisterer, slidelimit.MetricsOptions{})
+	metrics, err := promlimit.NewMetrics(prometheus.DefaultRegisterer, promlimit.Options{})
 	if err != nil {
 		return err
 	}
 	limiter, err := slidelimit.New(rdb, slidelimit.Policy{
 		Namespace: "rl", Resource: "geocode", Algorithm: slidelimit.SlidingLog,
-		Limit: limit, WindowMs: uint64(window.Milliseconds()),
-	}, slidelimit.WithMetrics(metrics))
+		Limit: limit, Window: window,
+	}, slidelimit.WithObserver(metrics))
 	if err != nil {
 		return err
 	}

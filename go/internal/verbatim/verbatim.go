@@ -1,7 +1,9 @@
 // Package verbatim switches off the Go API's zero-value defaults for one
-// process: the conformance runner sets Policy to true so that a vector's
-// empty namespace or algorithm reaches core as it is (and core rejects it, as
-// in every binding), instead of standing for "rl" and sliding_log.
+// process: the driver (cmd/slidelimit-driver) sets Policy to true while it
+// builds a policy whose request names an empty namespace or algorithm, so
+// that the empty value reaches core as it is (and core rejects it, as in
+// every binding), instead of standing for "rl" and sliding_log. A Go user
+// cannot ask for that: in the API an empty value means the default.
 package verbatim
 
 import "sync/atomic"

@@ -2,20 +2,34 @@
 //! `slidelimit-js-glue` (`js-glue/`), which the wasm build shares; every
 //! decision comes from slidelimit-core through it, and the JS side only does
 //! the I/O (ioredis). Only what is napi's own lives here: turning the glue's
-//! error into a thrown JS `Error` and borrowing the reply's Float64Array.
+//! error into a thrown JS `Error`, reading reply elements of any JS type and
+//! borrowing the reply's Float64Array.
 //!
-//! Every fallible function throws a JS `Error` whose `code` is the glue's
-//! error tag, core's code followed by `:<field>` when a field is at fault
-//! (`"invalid_argument:cost"`); the JS layer turns it into the matching
-//! `SlidelimitError` subclass.
+//! Every fallible function throws a JS `Error` whose `code` is core's code
+//! and whose `field` names the field at fault, if any; the JS layer picks the
+//! matching `SlidelimitError` subclass.
 
-use napi::bindgen_prelude::{Error as NapiError, FromNapiValue, Result, TypeName, ValueType};
+use napi::bindgen_prelude::{
+    Env, Error as NapiError, FromNapiValue, JsObjectValue, JsValue, Result, Status, TypeName,
+    Unknown, ValueType,
+};
 use napi::sys;
 use napi_derive::napi;
 use slidelimit_js_glue as glue;
 
-fn to_js(e: glue::JsError) -> NapiError<String> {
-    NapiError::new(e.tag, e.message)
+/// The glue's error as an `Error` object with `code` and `field` set (a
+/// napi `Error` alone carries one string as `code`).
+fn to_js(env: &Env, e: glue::JsError) -> NapiError {
+    let build = || -> Result<NapiError> {
+        let mut err =
+            env.create_error(NapiError::new(Status::GenericFailure, e.message.as_str()))?;
+        err.set_named_property("code", e.code)?;
+        if let Some(field) = e.field {
+            err.set_named_property("field", field)?;
+        }
+        Ok(NapiError::from(err.to_unknown()))
+    };
+    build().unwrap_or_else(|failed| failed)
 }
 
 /// What a check answered; times in milliseconds.
@@ -47,12 +61,29 @@ impl From<glue::Decision> for Decision {
     }
 }
 
-/// A server error the call ends with, as thrown errors carry it: `code` is
-/// the error tag.
+/// A server error the call ends with, as thrown errors carry it.
 #[napi(object)]
 pub struct ServerFailure {
     pub code: String,
+    pub field: Option<String>,
     pub message: String,
+}
+
+impl From<glue::JsError> for ServerFailure {
+    fn from(e: glue::JsError) -> Self {
+        ServerFailure {
+            code: e.code.to_owned(),
+            field: e.field.map(str::to_owned),
+            message: e.message,
+        }
+    }
+}
+
+/// Core's table for an error reply to a command that is no script call
+/// (`DEL` for a reset): the error the command ends with.
+#[napi]
+pub fn map_command_error(reply: String) -> ServerFailure {
+    glue::map_command_error(&reply).into()
 }
 
 /// A validated policy (core's `Policy`).
@@ -65,15 +96,16 @@ pub struct Policy {
 impl Policy {
     #[napi(constructor, catch_unwind)]
     pub fn new(
+        env: &Env,
         namespace: String,
         resource: String,
         algorithm: String,
         limit: f64,
         window_ms: f64,
-    ) -> Result<Self, String> {
+    ) -> Result<Self> {
         glue::Policy::new(&namespace, &resource, &algorithm, limit, window_ms)
             .map(|inner| Policy { inner })
-            .map_err(to_js)
+            .map_err(|e| to_js(env, e))
     }
 
     #[napi(getter)]
@@ -103,22 +135,23 @@ impl Policy {
 
     /// The Redis key of `tenant`.
     #[napi(catch_unwind)]
-    pub fn key(&self, tenant: String) -> Result<String, String> {
-        self.inner.key(&tenant).map_err(to_js)
+    pub fn key(&self, env: &Env, tenant: String) -> Result<String> {
+        self.inner.key(&tenant).map_err(|e| to_js(env, e))
     }
 
     /// One call as one string (`glue::encode_call`); `now_ms` absent means Redis `TIME`.
     #[napi(catch_unwind)]
     pub fn build_call(
         &self,
+        env: &Env,
         tenant: String,
         cost: f64,
         now_ms: Option<f64>,
         peek: bool,
-    ) -> Result<String, String> {
+    ) -> Result<String> {
         self.inner
             .build_call(&tenant, cost, now_ms, peek)
-            .map_err(to_js)
+            .map_err(|e| to_js(env, e))
     }
 
     /// The Lua source for EVAL after a NOSCRIPT.
@@ -138,10 +171,7 @@ impl Policy {
     ) -> Option<ServerFailure> {
         self.inner
             .map_server_error(&reply, &key, after_retry)
-            .map(|e| ServerFailure {
-                code: e.tag,
-                message: e.message,
-            })
+            .map(ServerFailure::from)
     }
 }
 
@@ -171,8 +201,28 @@ impl TypeName for ReplyBuf<'_> {
 
 /// Parses the script reply in `buf` and writes the decision over it (`glue::parse_reply`).
 #[napi(catch_unwind)]
-pub fn parse_reply(buf: ReplyBuf<'_>) -> Result<(), String> {
-    glue::parse_reply(buf.0).map_err(to_js)
+pub fn parse_reply(env: &Env, buf: ReplyBuf<'_>) -> Result<()> {
+    glue::parse_reply(buf.0).map_err(|e| to_js(env, e))
+}
+
+/// Parses a script reply whose elements may be of any JS type (strings from
+/// ioredis `stringNumbers`): `glue::parse_reply_values`.
+#[napi(catch_unwind)]
+pub fn parse_reply_values(env: &Env, values: Vec<Unknown<'_>>) -> Result<Decision> {
+    let values = values
+        .iter()
+        .map(|v| {
+            // SAFETY (both casts): the value was just found to be of that type.
+            Ok(match v.get_type()? {
+                ValueType::Number => glue::ReplyValue::Number(unsafe { v.cast::<f64>() }?),
+                ValueType::String => glue::ReplyValue::Text(unsafe { v.cast::<String>() }?),
+                _ => glue::ReplyValue::Other,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    glue::parse_reply_values(&values)
+        .map(Decision::from)
+        .map_err(|e| to_js(env, e))
 }
 
 /// Every error code core defines, in numeric order.
@@ -194,8 +244,8 @@ pub fn version() -> String {
 
 /// Checks the limiter's per-call timeout in ms; returns it unchanged.
 #[napi(catch_unwind)]
-pub fn check_timeout_ms(timeout_ms: f64) -> Result<f64, String> {
-    glue::check_timeout_ms(timeout_ms).map_err(to_js)
+pub fn check_timeout_ms(env: &Env, timeout_ms: f64) -> Result<f64> {
+    glue::check_timeout_ms(timeout_ms).map_err(|e| to_js(env, e))
 }
 
 #[napi]
@@ -229,38 +279,42 @@ impl MemoryEngine {
     #[napi(catch_unwind)]
     pub fn acquire(
         &self,
+        env: &Env,
         policy: &Policy,
         tenant: String,
         cost: f64,
         now_ms: Option<f64>,
         clock_ms: f64,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision> {
         self.inner
             .check(&policy.inner, &tenant, cost, now_ms, clock_ms, false)
             .map(Decision::from)
-            .map_err(to_js)
+            .map_err(|e| to_js(env, e))
     }
 
     /// What `acquire` would answer with the same times, recording nothing.
     #[napi(catch_unwind)]
     pub fn peek(
         &self,
+        env: &Env,
         policy: &Policy,
         tenant: String,
         cost: f64,
         now_ms: Option<f64>,
         clock_ms: f64,
-    ) -> Result<Decision, String> {
+    ) -> Result<Decision> {
         self.inner
             .check(&policy.inner, &tenant, cost, now_ms, clock_ms, true)
             .map(Decision::from)
-            .map_err(to_js)
+            .map_err(|e| to_js(env, e))
     }
 
     /// Forgets `tenant` under `policy`; true if anything was recorded.
     #[napi(catch_unwind)]
-    pub fn reset(&self, policy: &Policy, tenant: String) -> Result<bool, String> {
-        self.inner.reset(&policy.inner, &tenant).map_err(to_js)
+    pub fn reset(&self, env: &Env, policy: &Policy, tenant: String) -> Result<bool> {
+        self.inner
+            .reset(&policy.inner, &tenant)
+            .map_err(|e| to_js(env, e))
     }
 
     #[napi(getter)]

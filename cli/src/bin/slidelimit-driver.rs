@@ -1,0 +1,583 @@
+//! The Rust binding's driver (docs/driver.md): the public async API of the
+//! `slidelimit` crate behind JSON lines on stdin and stdout, for the shared
+//! harnesses (conformance/, audit/, faults/). It decides nothing itself: every
+//! value goes to the binding as given and every answer is the binding's.
+//!
+//! Requests are read on the main thread; each op runs to completion on a
+//! tokio runtime (`load` spawns its callers there as tasks) before the next
+//! line is read, so replies come in request order.
+
+use serde_json::{Map, Value};
+use slidelimit::{slot, Algorithm, Decision, Error, Limiter, Options, Policy};
+use std::io::{BufRead, Write};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// Callers of one `load`: far beyond any harness's need, well below what
+/// would exhaust memory.
+const MAX_CONCURRENCY: u64 = 100_000;
+
+/// A request the driver cannot read: answered as `{"error":"protocol",...}`.
+struct Protocol(String);
+
+type OpResult = Result<String, Reply>;
+
+/// What goes back for a request that did not succeed.
+enum Reply {
+    Protocol(Protocol),
+    Binding(Error),
+}
+
+impl From<Protocol> for Reply {
+    fn from(p: Protocol) -> Self {
+        Reply::Protocol(p)
+    }
+}
+
+impl From<Error> for Reply {
+    fn from(e: Error) -> Self {
+        Reply::Binding(e)
+    }
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string always serializes")
+}
+
+fn error_line(e: &Error) -> String {
+    let field = e.field().map_or_else(|| "null".to_owned(), json_str);
+    format!(
+        "{{\"error\":\"{}\",\"field\":{field},\"message\":{}}}",
+        e.code(),
+        json_str(e.message())
+    )
+}
+
+fn protocol_line(p: &Protocol) -> String {
+    format!("{{\"error\":\"protocol\",\"message\":{}}}", json_str(&p.0))
+}
+
+/// The decision in the one byte form of docs/driver.md.
+fn decision_line(d: &Decision) -> String {
+    format!(
+        "{{\"allowed\":{},\"remaining\":{},\"retry_after_ms\":{},\"reset_after_ms\":{},\"now_ms\":{}}}",
+        d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms, d.now_ms
+    )
+}
+
+const OK: &str = "{\"ok\":true}";
+
+/// The fields of one request, read by name with the JSON type the protocol
+/// gives them; a field the op does not know is refused, so that a misspelt
+/// field is no silent default.
+struct Fields<'a> {
+    op: &'a str,
+    map: &'a Map<String, Value>,
+}
+
+impl<'a> Fields<'a> {
+    fn new(op: &'a str, map: &'a Map<String, Value>, known: &[&str]) -> Result<Self, Protocol> {
+        if let Some(unknown) = map
+            .keys()
+            .find(|k| *k != "op" && !known.contains(&k.as_str()))
+        {
+            return Err(Protocol(format!("{op}: unknown field {unknown:?}")));
+        }
+        Ok(Fields { op, map })
+    }
+
+    fn wrong(&self, name: &str, want: &str) -> Protocol {
+        Protocol(format!("{}: {name} must be {want}", self.op))
+    }
+
+    fn missing(&self, name: &str) -> Protocol {
+        Protocol(format!("{}: {name} is required", self.op))
+    }
+
+    fn opt_str(&self, name: &str) -> Result<Option<&'a str>, Protocol> {
+        match self.map.get(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(self.wrong(name, "a string")),
+        }
+    }
+
+    fn str(&self, name: &str) -> Result<&'a str, Protocol> {
+        self.opt_str(name)?.ok_or_else(|| self.missing(name))
+    }
+
+    /// An integer the binding's u64 parameters can hold; a negative or
+    /// fractional number cannot be handed to them at all.
+    fn opt_u64(&self, name: &str) -> Result<Option<u64>, Protocol> {
+        match self.map.get(name) {
+            None => Ok(None),
+            Some(v) => v
+                .as_u64()
+                .map(Some)
+                .ok_or_else(|| self.wrong(name, "a non-negative integer (the binding takes u64)")),
+        }
+    }
+
+    fn u64(&self, name: &str) -> Result<u64, Protocol> {
+        self.opt_u64(name)?.ok_or_else(|| self.missing(name))
+    }
+}
+
+#[derive(Clone)]
+enum StoreKind {
+    Memory,
+    Redis(String),
+    Cluster(Vec<String>),
+}
+
+#[derive(Clone)]
+struct Store {
+    kind: StoreKind,
+    options: Options,
+}
+
+#[derive(Default)]
+struct Driver {
+    store: Option<Store>,
+    /// The limiter of the last `policy`, or the error that policy got.
+    limiter: Option<Result<Limiter, Error>>,
+}
+
+impl Driver {
+    fn limiter(&self, op: &str) -> Result<&Limiter, Reply> {
+        match &self.limiter {
+            Some(Ok(l)) => Ok(l),
+            Some(Err(e)) => Err(Reply::Binding(e.clone())),
+            None => Err(Protocol(format!("{op}: no policy yet")).into()),
+        }
+    }
+
+    fn store(&mut self, f: &Fields) -> OpResult {
+        let kind = match f.str("kind")? {
+            "memory" => StoreKind::Memory,
+            "redis" => StoreKind::Redis(f.str("url")?.to_owned()),
+            "cluster" => {
+                let urls = match f.map.get("urls") {
+                    Some(Value::Array(a)) => a
+                        .iter()
+                        .map(|u| u.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<_>>>()
+                        .ok_or_else(|| f.wrong("urls", "a list of strings"))?,
+                    Some(_) => return Err(f.wrong("urls", "a list of strings").into()),
+                    None => return Err(f.missing("urls").into()),
+                };
+                StoreKind::Cluster(urls)
+            }
+            other => {
+                return Err(Protocol(format!(
+                    "store: kind must be memory, redis or cluster, got {other:?}"
+                ))
+                .into())
+            }
+        };
+        let mut options = Options::default();
+        if let Some(ms) = f.opt_u64("timeout_ms")? {
+            options.timeout = Duration::from_millis(ms);
+        }
+        if let Some(path) = f.opt_str("tls_ca_file")? {
+            // The binding takes the CA's PEM bytes; reading the file is the
+            // user's part, and a file that cannot be read fails here.
+            let pem = std::fs::read(Path::new(path))
+                .map_err(|e| Error::invalid("tls_ca_file", format!("cannot read {path}: {e}")))?;
+            options.tls_ca_pem = Some(pem);
+        }
+        self.store = Some(Store { kind, options });
+        self.limiter = None;
+        Ok(OK.to_owned())
+    }
+
+    async fn policy(&mut self, f: &Fields<'_>) -> OpResult {
+        let store = self
+            .store
+            .clone()
+            .ok_or_else(|| Protocol("policy: no store yet".to_owned()))?;
+        // Defaults are the binding's; resource, limit and window_ms have none.
+        let namespace = f
+            .opt_str("namespace")?
+            .unwrap_or(slidelimit_core::DEFAULT_NAMESPACE);
+        let resource = f.str("resource")?;
+        let algorithm = f.opt_str("algorithm")?;
+        let limit = f.u64("limit")?;
+        let window_ms = f.u64("window_ms")?;
+        self.limiter = None;
+        let built = async {
+            let algorithm = match algorithm {
+                Some(a) => Algorithm::parse(a)?,
+                None => slidelimit_core::DEFAULT_ALGORITHM,
+            };
+            let policy = Policy::new(namespace, resource, algorithm, limit, window_ms)?;
+            match &store.kind {
+                StoreKind::Memory => Ok(Limiter::memory(policy, store.options.clone())),
+                StoreKind::Redis(url) => Limiter::connect(url, policy, store.options.clone()).await,
+                StoreKind::Cluster(urls) => {
+                    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+                    Limiter::connect_cluster(&urls, policy, store.options.clone()).await
+                }
+            }
+        }
+        .await;
+        let reply = match &built {
+            Ok(_) => Ok(OK.to_owned()),
+            Err(e) => Err(Reply::Binding(e.clone())),
+        };
+        self.limiter = Some(built);
+        reply
+    }
+
+    async fn call(&self, op: &str, f: &Fields<'_>) -> OpResult {
+        let limiter = self.limiter(op)?;
+        let tenant = f.str("tenant")?;
+        let cost = f.opt_u64("cost")?;
+        let decision = match op {
+            "acquire" => match cost {
+                None => limiter.acquire(tenant).await,
+                Some(cost) => limiter.acquire_n(tenant, cost).await,
+            },
+            "acquire_at" => {
+                let now_ms = f.u64("now_ms")?;
+                limiter.acquire_at(tenant, cost.unwrap_or(1), now_ms).await
+            }
+            _ => match f.opt_u64("now_ms")? {
+                None => limiter.peek(tenant, cost.unwrap_or(1)).await,
+                Some(now_ms) => limiter.peek_at(tenant, cost.unwrap_or(1), now_ms).await,
+            },
+        }?;
+        Ok(decision_line(&decision))
+    }
+
+    async fn reset(&self, f: &Fields<'_>) -> OpResult {
+        let limiter = self.limiter("reset")?;
+        limiter.reset(f.str("tenant")?).await?;
+        Ok(OK.to_owned())
+    }
+
+    fn key(&self, f: &Fields) -> OpResult {
+        let limiter = self.limiter("key")?;
+        let key = limiter.policy().key(f.str("tenant")?)?;
+        Ok(format!(
+            "{{\"ok\":true,\"key\":{},\"slot\":{}}}",
+            json_str(&key),
+            slot(&key)
+        ))
+    }
+
+    async fn load(&self, f: &Fields<'_>) -> OpResult {
+        let limiter = self.limiter("load")?.clone();
+        let plan = Plan::read(f)?;
+        let out = f.str("out")?.to_owned();
+        let (calls, errors, text) = plan.run(limiter).await;
+        std::fs::write(&out, text)
+            .map_err(|e| Protocol(format!("load: cannot write out {out}: {e}")))?;
+        Ok(format!(
+            "{{\"ok\":true,\"calls\":{calls},\"errors\":{errors}}}"
+        ))
+    }
+}
+
+/// The schedule of a `load`, shared by all its callers.
+struct Plan {
+    lang: String,
+    tenant: String,
+    cost: Option<u64>,
+    concurrency: u64,
+    start_at_ms: u64,
+    end_at_ms: u64,
+    /// `[from, to)` intervals; `None`: the whole run is active.
+    active: Option<Vec<(u64, u64)>>,
+    ramp_ms: u64,
+    jitter_ms: u64,
+}
+
+fn wall_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A xorshift64 step: enough randomness for ramps and pauses.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+async fn sleep_ms(ms: u64) {
+    if ms > 0 {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+}
+
+impl Plan {
+    fn read(f: &Fields) -> Result<Plan, Protocol> {
+        let active = match f.map.get("active") {
+            None => None,
+            Some(Value::Array(list)) => Some(
+                list.iter()
+                    .map(|pair| match pair.as_array().map(Vec::as_slice) {
+                        Some([a, b]) => a.as_u64().zip(b.as_u64()),
+                        _ => None,
+                    })
+                    .collect::<Option<Vec<_>>>()
+                    .ok_or_else(|| f.wrong("active", "a list of [from, to] integer pairs"))?,
+            ),
+            Some(_) => return Err(f.wrong("active", "a list of [from, to] integer pairs")),
+        };
+        let concurrency = f.u64("concurrency")?;
+        if concurrency > MAX_CONCURRENCY {
+            return Err(f.wrong("concurrency", &format!("at most {MAX_CONCURRENCY}")));
+        }
+        Ok(Plan {
+            lang: f.str("lang")?.to_owned(),
+            tenant: f.str("tenant")?.to_owned(),
+            cost: f.opt_u64("cost")?,
+            concurrency,
+            start_at_ms: f.u64("start_at_ms")?,
+            end_at_ms: f.u64("end_at_ms")?,
+            active,
+            ramp_ms: f.opt_u64("ramp_ms")?.unwrap_or(0),
+            jitter_ms: f.opt_u64("jitter_ms")?.unwrap_or(0),
+        })
+    }
+
+    /// How long a caller waits at `now` before it may call: 0 inside an
+    /// active interval, else until the next one starts (or the run ends).
+    fn wait_ms(&self, now: u64) -> u64 {
+        let Some(active) = &self.active else {
+            return 0;
+        };
+        if active.iter().any(|&(from, to)| from <= now && now < to) {
+            return 0;
+        }
+        let next = active
+            .iter()
+            .map(|&(from, _)| from)
+            .filter(|&from| from > now)
+            .min()
+            .unwrap_or(self.end_at_ms);
+        next.min(self.end_at_ms).saturating_sub(now).max(1)
+    }
+
+    /// One caller's log lines and its count of errors.
+    async fn caller(self: Arc<Self>, limiter: Limiter, seed: u64) -> (Vec<String>, u64) {
+        let (mut lines, mut errors) = (Vec::new(), 0);
+        let mut random = seed | 1;
+        let ramp = next_random(&mut random) % self.ramp_ms.saturating_add(1);
+        let first = self.start_at_ms.saturating_add(ramp);
+        sleep_ms(first.min(self.end_at_ms).saturating_sub(wall_ms())).await;
+        let lang = json_str(&self.lang);
+        loop {
+            let now = wall_ms();
+            if now >= self.end_at_ms {
+                return (lines, errors);
+            }
+            let wait = self.wait_ms(now);
+            if wait > 0 {
+                sleep_ms(wait).await;
+                continue;
+            }
+            let result = match self.cost {
+                None => limiter.acquire(&self.tenant).await,
+                Some(cost) => limiter.acquire_n(&self.tenant, cost).await,
+            };
+            lines.push(match result {
+                Ok(d) => format!(
+                    "{{\"lang\":{lang},\"allowed\":{},\"now_ms\":{},\"retry_after_ms\":{}}}\n",
+                    d.allowed, d.now_ms, d.retry_after_ms
+                ),
+                Err(e) => {
+                    errors += 1;
+                    format!("{{\"lang\":{lang},\"error\":\"{}\"}}\n", e.code())
+                }
+            });
+            sleep_ms(next_random(&mut random) % self.jitter_ms.saturating_add(1)).await;
+        }
+    }
+
+    /// Runs every caller to its end: (calls, errors, the log's text).
+    async fn run(self, limiter: Limiter) -> (u64, u64, String) {
+        let plan = Arc::new(self);
+        let seed = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id());
+        let tasks: Vec<_> = (0..plan.concurrency)
+            .map(|i| {
+                let seed = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                tokio::spawn(plan.clone().caller(limiter.clone(), seed))
+            })
+            .collect();
+        let (mut calls, mut errors, mut text) = (0, 0, String::new());
+        for task in tasks {
+            // A caller only panics on a bug; its calls are then lost, and
+            // the missing lines show in the audit's counts.
+            let (lines, failed) = task.await.unwrap_or_else(|e| {
+                eprintln!("slidelimit-driver: a load caller failed: {e}");
+                (Vec::new(), 0)
+            });
+            calls += lines.len() as u64;
+            errors += failed;
+            lines.iter().for_each(|line| text.push_str(line));
+        }
+        (calls, errors, text)
+    }
+}
+
+/// The fields each op accepts (besides `op`).
+fn known_fields(op: &str) -> Option<&'static [&'static str]> {
+    Some(match op {
+        "hello" | "exit" => &[],
+        "store" => &["kind", "url", "urls", "timeout_ms", "tls_ca_file"],
+        "policy" => &["namespace", "resource", "algorithm", "limit", "window_ms"],
+        "acquire" => &["tenant", "cost"],
+        "acquire_at" | "peek" => &["tenant", "cost", "now_ms"],
+        "reset" | "key" => &["tenant"],
+        "load" => &[
+            "lang",
+            "tenant",
+            "cost",
+            "concurrency",
+            "start_at_ms",
+            "end_at_ms",
+            "active",
+            "ramp_ms",
+            "jitter_ms",
+            "out",
+        ],
+        _ => return None,
+    })
+}
+
+/// Answers one request line; false after `exit`.
+fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) -> (String, bool) {
+    let request: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => return (protocol_line(&Protocol(format!("bad JSON: {e}"))), true),
+    };
+    let Some(map) = request.as_object() else {
+        return (
+            protocol_line(&Protocol("a request must be an object".into())),
+            true,
+        );
+    };
+    let op = match map.get("op") {
+        Some(Value::String(op)) => op.as_str(),
+        Some(_) => return (protocol_line(&Protocol("op must be a string".into())), true),
+        None => return (protocol_line(&Protocol("op is required".into())), true),
+    };
+    let Some(known) = known_fields(op) else {
+        return (protocol_line(&Protocol(format!("unknown op {op:?}"))), true);
+    };
+    let result = Fields::new(op, map, known)
+        .map_err(Reply::from)
+        .and_then(|f| {
+            runtime.block_on(async {
+                match op {
+                    "hello" => Ok(format!(
+                        "{{\"ok\":true,\"binding\":\"rust\",\"version\":{}}}",
+                        json_str(slidelimit_core::VERSION)
+                    )),
+                    "exit" => Ok(OK.to_owned()),
+                    "store" => driver.store(&f),
+                    "policy" => driver.policy(&f).await,
+                    "reset" => driver.reset(&f).await,
+                    "key" => driver.key(&f),
+                    "load" => driver.load(&f).await,
+                    _ => driver.call(op, &f).await,
+                }
+            })
+        });
+    let line = match result {
+        Ok(line) => line,
+        Err(Reply::Binding(e)) => error_line(&e),
+        Err(Reply::Protocol(p)) => protocol_line(&p),
+    };
+    (line, op != "exit")
+}
+
+fn main() -> std::process::ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("slidelimit-driver: cannot start the tokio runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let mut driver = Driver::default();
+    let mut stdin = std::io::stdin().lock();
+    let mut stdout = std::io::stdout().lock();
+    let mut raw = Vec::new();
+    loop {
+        raw.clear();
+        match stdin.read_until(b'\n', &mut raw) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("slidelimit-driver: reading stdin: {e}");
+                break;
+            }
+        }
+        let (reply, more) = match std::str::from_utf8(&raw) {
+            Ok(line) if line.trim().is_empty() => continue,
+            Ok(line) => handle(&mut driver, &runtime, line),
+            // Bytes that are not UTF-8 are no JSON either.
+            Err(e) => (protocol_line(&Protocol(format!("bad JSON: {e}"))), true),
+        };
+        if writeln!(stdout, "{reply}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            // The harness went away: nobody is left to answer.
+            break;
+        }
+        if !more {
+            break;
+        }
+    }
+    // Closes the clients before the runtime they run on.
+    drop(driver);
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    std::process::ExitCode::SUCCESS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Plan;
+
+    fn plan(active: Option<Vec<(u64, u64)>>) -> Plan {
+        Plan {
+            lang: "rust".into(),
+            tenant: "t".into(),
+            cost: None,
+            concurrency: 1,
+            start_at_ms: 1000,
+            end_at_ms: 5000,
+            active,
+            ramp_ms: 0,
+            jitter_ms: 0,
+        }
+    }
+
+    #[test]
+    fn callers_wait_for_the_next_active_interval_or_the_end() {
+        let p = plan(Some(vec![(3000, 4000), (1500, 2000)]));
+        assert_eq!(p.wait_ms(1000), 500, "before the first interval");
+        assert_eq!(p.wait_ms(1500), 0, "intervals include their start");
+        assert_eq!(p.wait_ms(1999), 0);
+        assert_eq!(p.wait_ms(2000), 1000, "and exclude their end");
+        assert_eq!(p.wait_ms(3500), 0);
+        assert_eq!(p.wait_ms(4000), 1000, "after the last: until the run ends");
+        assert_eq!(plan(None).wait_ms(1000), 0, "no intervals: always active");
+        assert_eq!(plan(Some(vec![])).wait_ms(1000), 4000, "none active");
+    }
+}

@@ -1,0 +1,339 @@
+//! `slidelimit-driver` (docs/driver.md) as the harnesses run it: JSON lines
+//! in, exactly one JSON line out per request, decisions in the one byte form.
+
+#[path = "../../rust/tests/common/mod.rs"]
+mod common;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+
+struct Driver {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Driver {
+    fn start() -> Driver {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_slidelimit-driver"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start slidelimit-driver");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Driver {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Sends one line (any bytes) and returns the reply line.
+    fn send(&mut self, line: &[u8]) -> String {
+        self.stdin.write_all(line).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+        let mut reply = String::new();
+        self.stdout.read_line(&mut reply).unwrap();
+        assert!(reply.ends_with('\n'), "no reply line to {line:?}");
+        reply.trim_end_matches('\n').to_owned()
+    }
+
+    fn ask(&mut self, request: &str) -> String {
+        self.send(request.as_bytes())
+    }
+
+    /// Ends the session with `exit`: answered, then exit status 0 and nothing more.
+    fn exit(mut self) {
+        assert_eq!(self.ask(r#"{"op":"exit"}"#), r#"{"ok":true}"#);
+        let mut rest = String::new();
+        self.stdout.read_line(&mut rest).unwrap();
+        assert_eq!(rest, "", "nothing after exit's reply");
+        assert!(self.child.wait().unwrap().success());
+    }
+}
+
+const POLICY: &str = r#"{"op":"policy","namespace":"NS","resource":"geocode","algorithm":"sliding_log","limit":2,"window_ms":1000}"#;
+
+#[test]
+fn a_session_on_the_memory_engine() {
+    let mut d = Driver::start();
+    assert_eq!(
+        d.ask(r#"{"op":"hello"}"#),
+        format!(
+            r#"{{"ok":true,"binding":"rust","version":"{}"}}"#,
+            slidelimit_core::VERSION
+        )
+    );
+    assert_eq!(d.ask(r#"{"op":"store","kind":"memory"}"#), r#"{"ok":true}"#);
+    assert_eq!(d.ask(&POLICY.replace("NS", "rl")), r#"{"ok":true}"#);
+    assert_eq!(
+        d.ask(r#"{"op":"acquire_at","tenant":"t-1","now_ms":1000}"#),
+        r#"{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":1000}"#
+    );
+    assert_eq!(
+        d.ask(r#"{"op":"peek","tenant":"t-1","now_ms":1200,"cost":2}"#),
+        r#"{"allowed":false,"remaining":1,"retry_after_ms":800,"reset_after_ms":800,"now_ms":1200}"#
+    );
+    let err = d.ask(r#"{"op":"acquire_at","tenant":"t-1","now_ms":1000,"cost":5}"#);
+    assert!(
+        err.starts_with(r#"{"error":"invalid_argument","field":"cost","message":"cost: "#),
+        "{err}"
+    );
+    assert_eq!(d.ask(r#"{"op":"reset","tenant":"t-1"}"#), r#"{"ok":true}"#);
+    assert!(d
+        .ask(r#"{"op":"acquire_at","tenant":"t-1","now_ms":1000}"#)
+        .contains(r#""remaining":1,"#));
+    assert_eq!(
+        d.ask(r#"{"op":"key","tenant":"a}b"}"#),
+        r#"{"ok":true,"key":"rl:{geocode:a%7Db}:log:1000","slot":11133}"#
+    );
+    // Server time on memory is the clock: a decision, now_ms near now.
+    let live = d.ask(r#"{"op":"acquire","tenant":"t-2"}"#);
+    assert!(
+        live.starts_with(r#"{"allowed":true,"remaining":1,"#),
+        "{live}"
+    );
+    d.exit();
+}
+
+#[test]
+fn a_refused_policy_answers_every_later_call() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    let refused = d.ask(&POLICY.replace(r#""limit":2"#, r#""limit":0"#));
+    assert_eq!(
+        refused,
+        r#"{"error":"invalid_argument","field":"limit","message":"limit: must be at least 1"}"#
+    );
+    for op in [
+        r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#,
+        r#"{"op":"reset","tenant":"t"}"#,
+        r#"{"op":"key","tenant":"t"}"#,
+    ] {
+        assert_eq!(d.ask(op), refused, "{op}");
+    }
+    // An accepted policy ends it; a bad algorithm is the binding's error.
+    assert_eq!(d.ask(POLICY), r#"{"ok":true}"#);
+    let bad = d.ask(&POLICY.replace("sliding_log", "fixed"));
+    assert!(
+        bad.starts_with(r#"{"error":"invalid_argument","field":"algorithm","#),
+        "{bad}"
+    );
+    d.exit();
+}
+
+#[test]
+fn unreadable_requests_get_protocol_errors_and_the_driver_carries_on() {
+    let mut d = Driver::start();
+    for (line, says) in [
+        (&b"not json"[..], "bad JSON"),
+        (b"[1,2]", "object"),
+        (b"{\"op\":7}", "op must be a string"),
+        (b"{\"op\":\"fly\"}", "unknown op"),
+        (b"{\"op\":\"\xff\"}", "bad JSON"),
+        (b"{\"op\":\"acquire\",\"tenant\":\"t\"}", "no policy yet"),
+        (
+            b"{\"op\":\"policy\",\"resource\":\"r\",\"limit\":1,\"window_ms\":1}",
+            "no store yet",
+        ),
+        (b"{\"op\":\"store\",\"kind\":\"disk\"}", "kind must be"),
+        (
+            b"{\"op\":\"store\",\"kind\":\"cluster\",\"urls\":\"redis://x\"}",
+            "urls must be",
+        ),
+        (
+            b"{\"op\":\"store\",\"kind\":\"memory\",\"colour\":1}",
+            "unknown field \\\"colour\\\"",
+        ),
+    ] {
+        let reply = d.send(line);
+        assert!(
+            reply.starts_with(r#"{"error":"protocol","message":""#) && reply.contains(says),
+            "{line:?}: {reply}"
+        );
+    }
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    d.ask(POLICY);
+    for (request, says) in [
+        (r#"{"op":"acquire_at","tenant":"t","now_ms":-1}"#, "now_ms"),
+        (r#"{"op":"acquire_at","tenant":"t","now_ms":1.5}"#, "now_ms"),
+        (
+            r#"{"op":"acquire_at","tenant":5,"now_ms":1}"#,
+            "tenant must be a string",
+        ),
+        (r#"{"op":"acquire_at","tenant":"t"}"#, "now_ms is required"),
+        (r#"{"op":"acquire","tenant":"t","cost":true}"#, "cost"),
+    ] {
+        let reply = d.ask(request);
+        assert!(
+            reply.starts_with(r#"{"error":"protocol""#) && reply.contains(says),
+            "{request}: {reply}"
+        );
+    }
+    // Bad values of the right type go to the binding.
+    let zero = d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1,"cost":0}"#);
+    assert!(
+        zero.starts_with(r#"{"error":"invalid_argument","field":"cost""#),
+        "{zero}"
+    );
+    d.exit();
+}
+
+#[test]
+fn end_of_input_exits_zero() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"hello"}"#);
+    drop(d.stdin);
+    assert!(d.child.wait().unwrap().success());
+}
+
+#[test]
+fn store_options_go_to_the_binding() {
+    let mut d = Driver::start();
+    let url = common::redis_url();
+    d.ask(&format!(
+        r#"{{"op":"store","kind":"redis","url":"{url}","timeout_ms":0}}"#
+    ));
+    let zero = d.ask(POLICY);
+    assert!(
+        zero.starts_with(r#"{"error":"invalid_argument","field":"timeout_ms""#),
+        "{zero}"
+    );
+    let missing = d.ask(&format!(
+        r#"{{"op":"store","kind":"redis","url":"{url}","tls_ca_file":"/nonexistent/ca.pem"}}"#
+    ));
+    assert!(
+        missing.starts_with(r#"{"error":"invalid_argument","field":"tls_ca_file""#),
+        "{missing}"
+    );
+    // Nothing listens on port 1: the binding's unavailable, on the policy
+    // (the Rust binding connects when the limiter is made).
+    d.ask(r#"{"op":"store","kind":"redis","url":"redis://127.0.0.1:1/","timeout_ms":500}"#);
+    let down = d.ask(POLICY);
+    assert!(
+        down.starts_with(r#"{"error":"unavailable","field":null,"#),
+        "{down}"
+    );
+    d.exit();
+}
+
+#[test]
+fn redis_decisions_and_reset() {
+    let ns = common::unique_namespace("driver");
+    let mut d = Driver::start();
+    let url = common::redis_url();
+    d.ask(&format!(r#"{{"op":"store","kind":"redis","url":"{url}"}}"#));
+    assert_eq!(d.ask(&POLICY.replace("NS", &ns)), r#"{"ok":true}"#);
+    for _ in 0..2 {
+        assert_eq!(d.ask(r#"{"op":"reset","tenant":"t-1"}"#), r#"{"ok":true}"#);
+        assert_eq!(
+            d.ask(r#"{"op":"acquire_at","tenant":"t-1","now_ms":1000}"#),
+            r#"{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":1000}"#
+        );
+        assert_eq!(
+            d.ask(r#"{"op":"acquire_at","tenant":"t-1","now_ms":1500,"cost":2}"#),
+            r#"{"allowed":false,"remaining":1,"retry_after_ms":500,"reset_after_ms":500,"now_ms":1500}"#
+        );
+    }
+    d.exit();
+}
+
+#[test]
+fn load_runs_callers_on_the_active_intervals_only() {
+    let ns = common::unique_namespace("driver-load");
+    let out = std::env::temp_dir().join(format!("{ns}.jsonl"));
+    let mut d = Driver::start();
+    let url = common::redis_url();
+    d.ask(&format!(r#"{{"op":"store","kind":"redis","url":"{url}"}}"#));
+    d.ask(
+        &POLICY
+            .replace("NS", &ns)
+            .replace(r#""limit":2"#, r#""limit":5"#),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let (start, end) = (now + 200, now + 1000);
+    // Calls only in [start + 300, start + 500).
+    let reply = d.ask(&format!(
+        r#"{{"op":"load","lang":"rust \"x\"","tenant":"t","cost":1,"concurrency":4,"start_at_ms":{start},"end_at_ms":{end},"active":[[{a},{b}]],"ramp_ms":0,"jitter_ms":2,"out":"{out}"}}"#,
+        a = start + 300,
+        b = start + 500,
+        out = out.display()
+    ));
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        reply,
+        format!(r#"{{"ok":true,"calls":{},"errors":0}}"#, lines.len())
+    );
+    assert!(lines.len() > 5, "calls were made: {}", lines.len());
+    let allowed: Vec<u64> = lines
+        .iter()
+        .filter(|l| l["allowed"] == true)
+        .map(|l| l["now_ms"].as_u64().unwrap())
+        .collect();
+    assert_eq!(allowed.len(), 5, "the limit holds within one window");
+    for l in &lines {
+        assert_eq!(l["lang"], "rust \"x\"");
+        let t = l["now_ms"].as_u64().unwrap();
+        // Server time on the same host; a call may end a little after `to`.
+        assert!(
+            t >= start + 300 && t < start + 600,
+            "{t} outside the interval"
+        );
+    }
+    d.exit();
+}
+
+#[test]
+fn tls_ca_file_and_acl_in_the_url_reach_the_binding() {
+    let certs = common::tls::Certificates::generate("driver-server");
+    let stranger = common::tls::Certificates::generate("driver-stranger");
+    let port = common::free_port();
+    let mut args = certs.server_args(port);
+    // A user of our own in the URL (ACL); the default user is off.
+    args.extend(
+        [
+            "--user", "default", "off", "--user", "drv", "on", ">s3cret", "~*", "+@all",
+        ]
+        .map(String::from),
+    );
+    let _own = common::OwnRedis::start_args(port, args);
+    let ns = common::unique_namespace("driver-tls");
+    let mut d = Driver::start();
+    let session = |d: &mut Driver, url: &str, ca: &str| -> String {
+        d.ask(&format!(
+            r#"{{"op":"store","kind":"redis","url":"{url}","tls_ca_file":"{ca}"}}"#
+        ));
+        d.ask(&POLICY.replace("NS", &ns))
+    };
+    let good = format!("rediss://drv:s3cret@localhost:{port}/");
+    assert_eq!(
+        session(&mut d, &good, &certs.path("ca.crt")),
+        r#"{"ok":true}"#
+    );
+    assert_eq!(
+        d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1000}"#),
+        r#"{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":1000}"#
+    );
+    // Another CA: the server is not trusted.
+    let refused = session(&mut d, &good, &stranger.path("ca.crt"));
+    assert!(
+        refused.starts_with(r#"{"error":"unavailable","#),
+        "{refused}"
+    );
+    // A wrong password: the binding's permission error.
+    let wrong = format!("rediss://drv:nope@localhost:{port}/");
+    let denied = session(&mut d, &wrong, &certs.path("ca.crt"));
+    assert!(denied.starts_with(r#"{"error":"#), "{denied}");
+    assert!(!denied.contains(r#""error":"protocol""#), "{denied}");
+    d.exit();
+}

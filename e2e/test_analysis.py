@@ -1,0 +1,74 @@
+"""Unit tests of the e2e run's checks and pictures (make test-e2e-tools)."""
+
+import unittest
+import xml.etree.ElementTree as ET
+
+import analysis
+
+
+class MaxInWindow(unittest.TestCase):
+    def test_window_is_half_open(self) -> None:
+        # 0 has left the window (0, 1000] when 1000 arrives.
+        self.assertEqual(analysis.max_in_window([0, 1000], 1000), (1, 0))
+        self.assertEqual(analysis.max_in_window([0, 999.9], 1000), (2, 999.9))
+
+    def test_finds_the_busiest_window_in_any_order(self) -> None:
+        times = [5000, 0, 100, 200, 5100, 5150, 5200, 5999]
+        self.assertEqual(analysis.max_in_window(times, 1000), (5, 5999))
+
+    def test_no_events(self) -> None:
+        self.assertEqual(analysis.max_in_window([], 1000), (0, 0.0))
+
+
+class EarliestSchedule(unittest.TestCase):
+    def test_a_burst_runs_limit_at_once_then_one_window_later(self) -> None:
+        runs = analysis.earliest_schedule([0] * 5, 2, 1000)
+        self.assertEqual(runs, [0, 0, 1000, 1000, 2000])
+
+    def test_late_arrivals_run_at_arrival(self) -> None:
+        runs = analysis.earliest_schedule([0, 0, 1500, 1600], 2, 1000)
+        self.assertEqual(runs, [0, 0, 1500, 1600])
+
+    def test_the_schedule_never_exceeds_the_limit(self) -> None:
+        arrivals = [i * 37 % 3000 for i in range(200)]
+        runs = analysis.earliest_schedule(arrivals, 7, 1000)
+        self.assertLessEqual(analysis.max_in_window(runs, 1000)[0], 7)
+        self.assertTrue(all(r >= a for r, a in zip(runs, sorted(arrivals))))
+
+    def test_limit_must_be_positive(self) -> None:
+        with self.assertRaisesRegex(ValueError, "limit"):
+            analysis.earliest_schedule([0], 0, 1000)
+
+
+class RollingCounts(unittest.TestCase):
+    def test_counts(self) -> None:
+        got = analysis.rolling_counts([0, 500, 1000, 1500], 1000, 0, 2000, 500)
+        self.assertEqual(got, [(0, 1), (500, 2), (1000, 2), (1500, 2), (2000, 1)])
+
+    def test_step_must_be_positive(self) -> None:
+        with self.assertRaisesRegex(ValueError, "step_ms"):
+            analysis.rolling_counts([], 1000, 0, 1, 0)
+
+
+class Svg(unittest.TestCase):
+    def test_well_formed_with_areas_counter_and_limit(self) -> None:
+        series = {s: analysis.rolling_counts([100.0 * i for i in range(30)], 1000, 0, 4000, 100)
+                  for s in ("river", "celery")}
+        counter = analysis.rolling_counts([50.0 * i for i in range(60)], 1000, 0, 4000, 100)
+        svg = analysis.svg_tenant("t1 <&>", series, counter, 10, 1000)
+        root = ET.fromstring(svg)
+        ns = "{http://www.w3.org/2000/svg}"
+        self.assertEqual(len(root.findall(f"{ns}polygon")), 2)
+        self.assertEqual(len(root.findall(f"{ns}polyline")), 1)
+        texts = [t.text for t in root.iter(f"{ns}text")]
+        self.assertIn("t1 <&>", texts)
+        self.assertIn("limit (10)", texts)
+        self.assertIn("sliding log, celery", texts)
+
+    def test_nothing_to_draw(self) -> None:
+        with self.assertRaisesRegex(ValueError, "nothing"):
+            analysis.svg_tenant("x", {}, None, 10, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,1 @@
+"""The shared fault and bad-input harness (faults/run, docs/driver.md)."""

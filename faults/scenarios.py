@@ -1,0 +1,569 @@
+"""The fault and bad-input scenarios, each against servers of its own.
+
+Each takes a lib.Context and records failures on it; together they carry
+every assertion the per-language fault suites made on what a user of a
+binding sees (go/faults_test.go, node/test/faults.test.js,
+rust/tests/faults.rs before issue 8).
+"""
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+
+from faults.lib import (ALGORITHMS, SLACK_MS, T, command_calls, expect_decision, expect_error,
+                        expect_fast_unavailable, expect_keys_expire, is_decision, is_error, now_ms,
+                        wait_for_window)
+from harness.resp import Redis, ReplyError
+from harness.servers import Certificates, ClosedPort, Silent, SlowProxy
+
+
+def _policy(namespace, algorithm, limit, window_ms, resource="geocode"):
+    return {"namespace": namespace, "resource": resource, "algorithm": algorithm,
+            "limit": limit, "window_ms": window_ms}
+
+
+def _redis(url, timeout_ms=2000, **extra):
+    return {"kind": "redis", "url": url, "timeout_ms": timeout_ms, **extra}
+
+
+# ---------------------------------------------------------- SCRIPT FLUSH
+
+def script_flush(ctx):
+    """SCRIPT FLUSH before every call: each goes through the NOSCRIPT
+    fallback (EVALSHA, then EVAL) and counts exactly once."""
+    server = ctx.redis()
+    admin = server.client()
+    admin("CONFIG", "RESETSTAT")
+    d = ctx.driver()
+    calls = 0
+    for alg in ALGORITHMS:
+        d.limiter(_redis(server.url), _policy("flush", alg, 3, 60_000))
+        for i in range(5):
+            admin("SCRIPT", "FLUSH")
+            expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T), f"{alg} acquire_at #{i} after a flush",
+                            allowed=i < 3, remaining=max(0, 2 - i))
+            admin("SCRIPT", "FLUSH")
+            # A peek answers what an acquire would: one permit fewer, if allowed.
+            expect_decision(ctx, d.req(op="peek", tenant="t", now_ms=T), f"{alg} peek after acquire #{i}",
+                            allowed=i < 2, remaining=max(0, 1 - i))
+            calls += 2
+        wait_for_window(admin, 60_000)
+        for i in range(4):
+            admin("SCRIPT", "FLUSH")
+            expect_decision(ctx, d.req(op="acquire", tenant="server-time"), f"{alg} server-time acquire #{i}",
+                            allowed=i < 3, remaining=max(0, 2 - i))
+            calls += 1
+    stats = command_calls(admin)
+    sha = stats.get("evalsha", 0) + stats.get("evalsha_ro", 0)
+    full = stats.get("eval", 0) + stats.get("eval_ro", 0)
+    ctx.check(sha == calls and full == calls,
+              f"{calls} calls after flushes: want {calls} EVALSHA and {calls} EVAL (one NOSCRIPT fallback each), "
+              f"got {sha} and {full}")
+    expect_keys_expire(ctx, admin, "script_flush")
+
+
+# ---------------------------------------------------------------- restart
+
+def _load_lines(ctx, path):
+    lines = []
+    with open(path) as f:
+        for n, line in enumerate(f):
+            try:
+                lines.append(json.loads(line))
+            except ValueError:
+                ctx.fail(f"load output line {n + 1} is not JSON: {line[:200]!r}")
+    return lines
+
+
+def restart_mid_run(ctx):
+    """Callers in flight while their redis-server is killed and started again
+    (empty, no script cache) on the same port: every failure is unavailable,
+    never a decision; calls succeed soon after the server is back and the
+    NOSCRIPT fallback loads the script into the new server."""
+    server = ctx.redis()
+    d = ctx.driver()
+    timeout, concurrency, jitter = 300, 4, 20
+    # The counter: a limit no run reaches (the log's is capped at 10,000).
+    d.limiter(_redis(server.url, timeout), _policy("restart", "sliding_counter", 1_000_000, 60_000))
+    key = d.key("tenant-1")
+    out = os.path.join(ctx.own(_TempDir()).path, "load.jsonl")
+    start = now_ms() + 300
+    end = start + 3000
+    reply = {}
+
+    def run():
+        reply.update(d.req(timeout_s=30, op="load", lang="faults", tenant="tenant-1", cost=1,
+                           concurrency=concurrency, start_at_ms=start, end_at_ms=end, ramp_ms=50,
+                           jitter_ms=jitter, out=out))
+
+    caller = threading.Thread(target=run, daemon=True)
+    caller.start()
+    time.sleep(max(0, start + 300 - now_ms()) / 1000)
+    stopped_at = now_ms()
+    server.stop()
+    time.sleep(0.4)
+    server.start()
+    restarted_at = now_ms()
+    caller.join(30)
+    returned_at = now_ms()
+    ctx.require(not caller.is_alive(), "the load op did not return")
+    ctx.require(reply.get("ok") is True, f"load: {reply}")
+    ctx.check(returned_at <= end + timeout + SLACK_MS,
+              f"load returned {returned_at - end} ms after its end: a call outlived its timeout")
+    lines = _load_lines(ctx, out)
+    errors = [l for l in lines if "error" in l]
+    decisions = [l for l in lines if "error" not in l]
+    ctx.check(reply.get("calls") == len(lines) and reply.get("errors") == len(errors),
+              f"load counted {reply.get('calls')} calls, {reply.get('errors')} errors; its file holds "
+              f"{len(lines)}, {len(errors)}")
+    codes = sorted({l.get("error") for l in errors})
+    ctx.check(codes in ([], ["unavailable"]), f"errors other than unavailable: {codes}")
+    ctx.check(errors, "no call saw the outage")
+    ctx.check(all(l.get("allowed") is True for l in decisions), "a decision far below the limit was a denial")
+    ctx.check(any(l.get("now_ms", 0) < stopped_at for l in decisions), "the run did not start healthy")
+    after = sorted(l["now_ms"] for l in decisions if l.get("now_ms", 0) >= restarted_at)
+    ctx.require(after, f"no call succeeded after the restart ({restarted_at - stopped_at} ms outage)")
+    recovered = after[0] - restarted_at
+    ctx.check(recovered <= 3 * timeout + 300, f"the first success came {recovered} ms after the server was back")
+    # Bounded: callers sleep uniform [0, jitter] ms between calls, so they make
+    # fewer than one call per jitter/8 ms on average while the server is
+    # down, plus a few on connections that died with it.
+    down = restarted_at - stopped_at + recovered
+    bound = concurrency * (down // (jitter // 8) + 5)
+    ctx.check(len(errors) <= bound, f"{len(errors)} unavailable errors for a {down} ms outage (bound {bound})")
+    # Afterwards every call succeeds.
+    start = now_ms() + 50
+    again = d.req(timeout_s=30, op="load", lang="faults", tenant="tenant-1", cost=1, concurrency=concurrency,
+                  start_at_ms=start, end_at_ms=start + 400, ramp_ms=20, jitter_ms=jitter, out=out)
+    ctx.check(again.get("ok") is True and again.get("errors") == 0 and again.get("calls", 0) > 0,
+              f"a load after the restart: {again}")
+    admin = server.client()
+    ctx.check(admin("EXISTS", key) == 1 and admin("PTTL", key) > 0, f"{key} not recorded on the new server")
+    ctx.check(command_calls(admin).get("eval", 0) >= 1, "the new server never got EVAL (the NOSCRIPT fallback)")
+    expect_keys_expire(ctx, admin, "restart_mid_run")
+
+
+def restart_between_calls(ctx):
+    """Across a restart between calls the decisions stay exact: the call
+    made while the server is down is unavailable, in time; the empty server
+    (nothing is saved) counts the next calls once each, through the NOSCRIPT
+    fallback, and a call that failed counts at most once (over-count, never
+    under-count)."""
+    server = ctx.redis()
+    d = ctx.driver()
+    timeout = 300
+    d.limiter(_redis(server.url, timeout), _policy("restart", "sliding_counter", 3, 60_000))
+    wait_for_window(server.client(), 60_000)
+    for want in (2, 1):
+        expect_decision(ctx, d.req(op="acquire", tenant="s"), "server time before the restart",
+                        allowed=True, remaining=want)
+    expect_decision(ctx, d.req(op="acquire_at", tenant="c", now_ms=T), "caller time before the restart",
+                    allowed=True, remaining=2)
+    server.stop()
+    reply, ms = d.timed(op="acquire", tenant="s")
+    expect_error(ctx, reply, "acquire while the server is down", "unavailable")
+    ctx.check(ms <= timeout + SLACK_MS, f"the call while down took {ms:.0f} ms (timeout {timeout} ms)")
+    server.start()
+    errors = 0
+    while True:
+        reply = d.req(op="acquire", tenant="s")
+        if not is_error(reply, "unavailable") or errors == 3:
+            break
+        errors += 1
+        time.sleep(0.05)
+    # The call made while the server was down may still run once it is back
+    # (ioredis's offline queue: docs/node.md), counted once at most: an
+    # over-count by its cost, never an under-count.
+    first = expect_decision(ctx, reply, f"first server-time call on the empty server ({errors} errors first)",
+                            allowed=True)
+    expect_decision(ctx, d.req(op="acquire_at", tenant="c", now_ms=T), "caller time on the empty server",
+                    allowed=True, remaining=2)
+    admin = server.client()
+    recorded = sum(int(v) for v in admin("HVALS", d.key("s")))
+    late = recorded - 1
+    ctx.check(0 <= late <= 1 + errors,
+              f"the empty server recorded {recorded} permits for 1 call and {1 + errors} failed ones")
+    if first:
+        ctx.check(3 - recorded <= first["remaining"] <= 2,
+                  f"remaining {first['remaining']} on an empty server that recorded {recorded}")
+    stats = command_calls(admin)
+    ctx.check(1 <= stats.get("eval", 0) <= 1 + late and stats.get("evalsha", 0) == 2 + late,
+              f"want {2 + late} EVALSHA and 1 to {1 + late} EVAL (NOSCRIPT fallbacks) on the new server, got "
+              f"{stats.get('evalsha')} and {stats.get('eval')}")
+
+
+# ------------------------------------------------------ unreachable, slow
+
+CALLS = [
+    {"op": "acquire", "tenant": "t"},
+    {"op": "acquire_at", "tenant": "t", "now_ms": T},
+    {"op": "peek", "tenant": "t"},
+    {"op": "peek", "tenant": "t", "now_ms": T},
+    {"op": "reset", "tenant": "t"},
+]
+
+
+def unreachable(ctx):
+    """Nothing listening (a closed port, a killed server's port): every call
+    is unavailable within the configured timeout."""
+    closed = ctx.own(ClosedPort())
+    killed = ctx.redis()
+    killed.stop()
+    d = ctx.driver()
+    policy = _policy("dead", "sliding_log", 3, 1000)
+    for what, url, timeout in (("closed port", closed.url, 100), ("closed port", closed.url, 400),
+                               ("killed server", killed.url, 300)):
+        expect_fast_unavailable(ctx, d, f"{what}, timeout {timeout} ms", _redis(url, timeout), policy, CALLS,
+                                timeout)
+
+
+def hanging(ctx):
+    """A peer that accepts connections and never answers: every call is
+    unavailable, not before the timeout and not long after it."""
+    silent = ctx.own(Silent())
+    d = ctx.driver()
+    timeout = 300
+    expect_fast_unavailable(ctx, d, "silent peer", _redis(silent.url, timeout),
+                            _policy("dead", "sliding_log", 3, 1000), CALLS, timeout, lower_ms=timeout - 20)
+
+
+def slow(ctx):
+    """Through a proxy that delays each direction by 300 ms: a 250 ms timeout
+    is unavailable in time (on an open connection and when connecting), a
+    3 s timeout is served, and once the link is fast the short-timeout
+    limiter works again. A timed-out acquire may have been counted (the
+    request had left), never more than once: over-count, never under-count."""
+    server = ctx.redis()
+    proxy = ctx.own(SlowProxy(server.port))
+    policy = _policy("slow", "sliding_log", 10, 60_000)
+    short, patient, fresh = 250, 3000, 250
+    fast_d, slow_d, new_d = ctx.driver(), ctx.driver(), ctx.driver()
+    fast_d.limiter(_redis(proxy.url, short), policy)
+    slow_d.limiter(_redis(proxy.url, patient), policy)
+    expect_decision(ctx, fast_d.req(op="acquire_at", tenant="t", now_ms=T), "short timeout, fast link",
+                    allowed=True, remaining=9)
+    # The patient limiter's connection opens while the link is fast too.
+    expect_decision(ctx, slow_d.req(op="peek", tenant="t", now_ms=T), "patient peek, fast link",
+                    allowed=True, remaining=8)
+
+    delay = 300
+    proxy.delay_ms = delay
+    for op in ({"op": "acquire_at", "tenant": "t", "now_ms": T + 1},
+               {"op": "acquire_at", "tenant": "t", "now_ms": T + 1},
+               {"op": "peek", "tenant": "t", "now_ms": T + 1},
+               {"op": "reset", "tenant": "u"}):
+        reply, ms = fast_d.timed(**op)
+        expect_error(ctx, reply, f"{op['op']} through a {2 * delay} ms round trip", "unavailable")
+        ctx.check(short - 20 <= ms <= 3 * short, f"{op['op']}: unavailable after {ms:.0f} ms, the timeout is {short}")
+    # Connecting through the slow link fails in time too (the call that
+    # connects, or the store or policy when the binding connects there).
+    expect_fast_unavailable(ctx, new_d, "connecting through the slow link", _redis(proxy.url, fresh), policy,
+                            [{"op": "acquire_at", "tenant": "t", "now_ms": T + 1}], fresh)
+
+    served, ms = slow_d.timed(op="acquire_at", tenant="t", now_ms=T + 2)
+    if expect_decision(ctx, served, "3 s timeout through the slow link", allowed=True):
+        ctx.check(ms >= 2 * delay, f"served in {ms:.0f} ms through a {2 * delay} ms round trip")
+        # 2 counted for sure; up to 3 timed-out acquires may have reached Redis.
+        ctx.check(5 <= served["remaining"] <= 8, f"remaining {served['remaining']} after 2 to 5 permits")
+
+    proxy.delay_ms = 0
+    time.sleep(3 * delay / 1000)  # the timed-out requests' replies drain
+    after = fast_d.req(op="acquire_at", tenant="t", now_ms=T + 3)
+    if expect_decision(ctx, after, "the short-timeout limiter on a fast link again", allowed=True) and \
+            is_decision(served):
+        ctx.check(4 <= after["remaining"] <= served["remaining"] - 1,
+                  f"remaining {after['remaining']} after {served['remaining']}: a permit was lost or a "
+                  "timed-out call counted twice")
+    expect_keys_expire(ctx, server.client(), "slow")
+
+
+# ------------------------------------------------------------- wrong type
+
+def wrong_type(ctx):
+    """A key holding something the algorithm does not use (another type, the
+    other algorithm's, or the right type with data slidelimit never writes)
+    is wrong_type, the message names the key (core's text, the server's
+    reply once), and the key is left exactly as it was; reset deletes it."""
+    server = ctx.redis()
+    admin = server.client()
+    d = ctx.driver()
+    for alg in ALGORITHMS:
+        d.limiter(_redis(server.url), _policy("wrongtype", alg, 3, 60_000))
+        key = d.key("t")
+        writers = {
+            "a string": [["SET", key, "not a rate limit"]],
+            "a set": [["SADD", key, "x"]],
+            "the other algorithm's": [["HSET", key, "1", "1"]] if alg == "sliding_log" else [["RPUSH", key, "1"]],
+            # The right type, holding data slidelimit never writes.
+            "foreign data": [["RPUSH", key, "x"]] if alg == "sliding_log" else [["HSET", key, "note", "1"]],
+        }
+        for kind, commands in writers.items():
+            admin.pipeline(*commands, ["PEXPIRE", key, 60_000])
+            before = admin("DUMP", key)
+            for op in ({"op": "acquire", "tenant": "t"}, {"op": "acquire_at", "tenant": "t", "now_ms": T},
+                       {"op": "peek", "tenant": "t"}, {"op": "peek", "tenant": "t", "now_ms": T}):
+                what = f"{alg}, {kind} at {key}: {op['op']}{' at T' if 'now_ms' in op else ''}"
+                reply = d.req(**op)
+                contains = ["wrong kind of value"] if kind != "foreign data" else []  # the server's reply, kept
+                if expect_error(ctx, reply, what, "wrong_type", contains=contains,
+                                starts=f"key {key} holds a value the {alg} algorithm does not use"):
+                    ctx.check(reply.get("field") is None, f"{what}: field {reply.get('field')!r}, want null")
+                    ctx.check(reply["message"].count("WRONGTYPE") == 1,
+                              f"{what}: WRONGTYPE should appear once: {reply['message']!r}")
+            ctx.check(admin("DUMP", key) == before and admin("PTTL", key) > 0, f"{alg}: {kind} key changed")
+            d.ok("reset deletes a key of any type", op="reset", tenant="t")
+            ctx.check(admin("EXISTS", key) == 0, f"{alg}: reset left {kind} key {key}")
+
+
+# -------------------------------------------------------------------- ACL
+
+# What a limiter needs: EVALSHA (every call), EVAL (the NOSCRIPT fallback),
+# DEL (reset) and what the scripts call (docs/compatibility.md's list).
+ACL_COMMANDS = ["evalsha", "eval", "del", "time", "lrange", "llen", "lindex", "lpop", "ltrim", "rpush",
+                "pexpire", "hmget", "hincrby", "hkeys", "hdel"]
+
+
+def acl(ctx):
+    """A user allowed only `ns:*` keys and the limiter's commands gets every
+    kind of decision (server and caller time, cost, peek, denial, reset,
+    trimming, the EVAL fallback); with a policy in another namespace it gets
+    permission_denied and writes nothing, nor may it run anything else."""
+    server = ctx.redis()
+    admin = server.client()
+    ns, user, password = "aclns", "limiter", "s3cret-pass"
+    admin("ACL", "SETUSER", user, "reset", "on", f">{password}", f"~{ns}:*", "resetchannels", "-@all",
+          *[f"+{c}" for c in ACL_COMMANDS])
+    url = f"redis://{user}:{password}@127.0.0.1:{server.port}/"
+    d = ctx.driver()
+    for alg in ALGORITHMS:
+        d.limiter(_redis(url), _policy(ns, alg, 3, 60_000))
+        key = d.key("t")
+        wait_for_window(admin, 60_000)
+        expect_decision(ctx, d.req(op="acquire", tenant="t"), f"{alg} server time", allowed=True)
+        expect_decision(ctx, d.req(op="acquire", tenant="t", cost=2), f"{alg} server time, cost 2", allowed=True)
+        expect_decision(ctx, d.req(op="peek", tenant="t"), f"{alg} peek at the limit", allowed=False)
+        expect_decision(ctx, d.req(op="acquire", tenant="t"), f"{alg} acquire at the limit", allowed=False)
+        d.ok(f"{alg} reset", op="reset", tenant="t")
+        ctx.check(admin("EXISTS", key) == 0, f"{alg}: reset left {key}")
+        for i in range(4):
+            expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T + i), f"{alg} caller time #{i}",
+                            allowed=i < 3)
+        # After the window: the log trims, the counter drops old fields.
+        expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T + 200_000), f"{alg} after the window",
+                        allowed=True)
+        admin("SCRIPT", "FLUSH")  # NOSCRIPT: the fallback's EVAL is allowed too
+        expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T + 200_001), f"{alg} after SCRIPT FLUSH",
+                        allowed=True)
+        ctx.check(admin("PTTL", key) > 0, f"{alg}: {key} has no TTL")
+    before = admin("DBSIZE")
+    for alg in ALGORITHMS:
+        d.limiter(_redis(url), _policy(f"other{ns}", alg, 3, 60_000))
+        key = d.key("t")
+        for op in CALLS:
+            expect_error(ctx, d.req(**op), f"{alg} outside the prefix: {op['op']}", "permission_denied",
+                         contains=["NOPERM"])
+        ctx.check(admin("EXISTS", key) == 0, f"{alg}: {key} was written outside the prefix")
+    ctx.check(admin("DBSIZE") == before, "keys were written outside the prefix")
+    # A wrong password (WRONGPASS) is an auth refusal, permission_denied, at
+    # whichever step the binding first talks to the server.
+    wrong = f"redis://{user}:not-{password}@127.0.0.1:{server.port}/"
+    step = None
+    for step, request in (("store", {"op": "store", **_redis(wrong)}),
+                          ("policy", {"op": "policy", **_policy(ns, "sliding_log", 3, 60_000)}),
+                          ("acquire", {"op": "acquire", "tenant": "t"})):
+        reply = d.req(**request)
+        if reply.get("ok") is not True:
+            break
+    expect_error(ctx, reply, f"wrong password, at {step}", "permission_denied")
+    ctx.check(admin("DBSIZE") == before, "a refused login wrote keys")
+    # The user really is confined: nothing else, even inside its prefix.
+    with Redis("127.0.0.1", server.port, username=user, password=password) as as_user:
+        for command in (["SET", f"{ns}:x", "1"], ["ACL", "WHOAMI"]):
+            try:
+                as_user(*command)
+                ctx.fail(f"the ACL user may run {command[0]}: the scenario proves nothing")
+            except ReplyError as e:
+                ctx.check("NOPERM" in str(e), f"{command[0]}: {e}")
+    keys = admin.scan_all()
+    outside = [k for k in keys if not k.startswith(f"{ns}:".encode())]
+    ctx.check(keys and not outside, f"keys outside {ns}: {outside[:5]} (of {len(keys)})")
+    expect_keys_expire(ctx, admin, "acl")
+
+
+# -------------------------------------------------------------------- TLS
+
+def tls(ctx):
+    """A server speaking only TLS, its certificate (localhost, 127.0.0.1)
+    from the scenario's CA: trusted through tls_ca_file it serves, by name
+    and by address; the system roots only, another CA, a certificate for
+    another name, plain text on the TLS port: unavailable, never a decision."""
+    certs = ctx.own(Certificates())
+    server = ctx.redis(tls=certs)
+    misnamed = ctx.redis(tls=certs.with_server_cert("misnamed"), tls_name="redis.example")
+    admin = server.client()
+    ca, timeout, refused_timeout = certs.path("ca.crt"), 2000, 500
+    policy = _policy("tls", "sliding_log", 3, 60_000)
+    d = ctx.driver()
+    for host in ("localhost", "127.0.0.1"):
+        d.limiter(_redis(f"rediss://{host}:{server.port}/", timeout, tls_ca_file=ca), policy)
+        for want in (2, 1, 0):
+            expect_decision(ctx, d.req(op="acquire", tenant="t"), f"TLS via {host}: acquire", allowed=True,
+                            remaining=want)
+        expect_decision(ctx, d.req(op="peek", tenant="t"), f"TLS via {host}: peek", allowed=False)
+        expect_decision(ctx, d.req(op="acquire_at", tenant="c", now_ms=T), f"TLS via {host}: acquire_at",
+                        allowed=True, remaining=2)
+        ctx.check(admin("PTTL", d.key("c")) > 0, f"TLS via {host}: no TTL")
+        for tenant in ("t", "c"):
+            d.ok(f"TLS via {host}: reset", op="reset", tenant=tenant)
+    ctx.check(admin("DBSIZE") == 0, "reset over TLS left keys")
+    t = refused_timeout
+    refused = [
+        ("the system roots only", _redis(f"rediss://localhost:{server.port}/", t)),
+        ("another CA", _redis(f"rediss://localhost:{server.port}/", t, tls_ca_file=certs.path("other-ca.crt"))),
+        ("a certificate for another name", _redis(f"rediss://localhost:{misnamed.port}/", t, tls_ca_file=ca)),
+        ("plain text on the TLS port", _redis(f"redis://127.0.0.1:{server.port}/", t)),
+    ]
+    for what, store in refused:
+        expect_fast_unavailable(ctx, ctx.driver(), what, store, policy, CALLS[:2], t)
+    ctx.check(admin("DBSIZE") == 0 and misnamed.client()("DBSIZE") == 0, "a refused client wrote a key")
+
+
+# -------------------------------------------------------------- bad input
+
+BAD_POLICIES = [
+    ({"limit": 0}, "limit"),
+    ({"window_ms": 0}, "window_ms"),
+    ({"limit": 1 << 40, "window_ms": 1 << 13}, "limit"),  # limit * window_ms = 2^53
+    ({"limit": 1 << 26, "window_ms": (1 << 26) + 1}, "limit"),  # just over 2^52
+    ({"limit": 1 << 30, "window_ms": 1 << 30}, "limit"),
+    ({"limit": 1 << 53, "window_ms": 1}, "limit"),
+    ({"limit": 10_001}, "limit"),  # the sliding log's cap
+    ({"algorithm": "sliding_counter", "limit": 1 << 53, "window_ms": 1}, "limit"),
+    ({"namespace": ""}, "namespace"),
+    ({"namespace": "n" * 65}, "namespace"),
+    ({"namespace": "a{b"}, "namespace"),
+    ({"namespace": "a{b}"}, "namespace"),
+    ({"namespace": "rl:v2"}, "namespace"),
+    ({"namespace": "a b"}, "namespace"),
+    ({"resource": ""}, "resource"),
+    ({"resource": "r" * 65}, "resource"),
+    ({"resource": "geo}code"}, "resource"),
+    ({"resource": "}"}, "resource"),
+    ({"resource": "geo:code"}, "resource"),
+    ({"resource": "géo"}, "resource"),
+    ({"algorithm": "sliding log"}, "algorithm"),
+    ({"algorithm": "SLIDING_LOG"}, "algorithm"),
+    ({"algorithm": "token_bucket"}, "algorithm"),
+]
+
+BAD_TENANTS = [
+    ("", "tenant: must not be empty"),
+    ("x" * 513, "tenant: is 513 bytes"),
+    ("é" * 256 + "x", "tenant: is 513 bytes"),  # 512 bytes of UTF-8 at most, not characters
+    ("é" * 257, "tenant: is 514 bytes"),
+]
+
+
+def _bad_calls(limit):
+    calls = []
+    for tenant, message in BAD_TENANTS:
+        for op in ({"op": "acquire"}, {"op": "acquire", "cost": 1}, {"op": "acquire_at", "now_ms": T},
+                   {"op": "peek"}, {"op": "peek", "now_ms": T}, {"op": "reset"}, {"op": "key"}):
+            calls.append(({**op, "tenant": tenant}, "tenant", message))
+    for cost in (0, limit + 1, 1 << 53):
+        for op in ({"op": "acquire"}, {"op": "acquire_at", "now_ms": T}, {"op": "peek"},
+                   {"op": "peek", "now_ms": T}):
+            calls.append(({**op, "tenant": "t", "cost": cost}, "cost", "cost: "))
+    for now in ((1 << 52) + 1, 1 << 53):
+        for op in ({"op": "acquire_at"}, {"op": "peek"}):
+            calls.append(({**op, "tenant": "t", "now_ms": now}, "now_ms", "now_ms: "))
+    return calls
+
+
+def bad_input(ctx):
+    """Every bad input the driver protocol can carry is invalid_argument
+    naming its field, on Redis and on the memory engine, and nothing reaches
+    Redis: no key written, no script sent. The largest valid values pass,
+    and braces in a tenant are escaped into exactly one key."""
+    server = ctx.redis()
+    admin = server.client()
+    admin("CONFIG", "RESETSTAT")
+    d = ctx.driver()
+    good = _policy("bad", "sliding_log", 3, 1000)
+    stores = {"redis": _redis(server.url), "memory": {"kind": "memory"}}
+    for kind, store in stores.items():
+        for overrides, field in BAD_POLICIES:
+            d.ok("store", op="store", **store)
+            policy = {**good, **overrides}
+            expect_error(ctx, d.req(op="policy", **policy), f"{kind}: policy {overrides}", "invalid_argument",
+                         field=field, starts=f"{field}: ")
+        for alg in ALGORITHMS:
+            d.limiter(store, {**good, "algorithm": alg})
+            for op, field, message in _bad_calls(good["limit"]):
+                shown = {k: (f"{v[:4]}...({len(v)} chars)" if isinstance(v, str) and len(v) > 20 else v)
+                         for k, v in op.items()}
+                expect_error(ctx, d.req(**op), f"{kind} {alg}: {shown}", "invalid_argument", field=field,
+                             starts=message)
+    for timeout in (0, 1 << 31):
+        reply = d.req(op="store", **_redis(server.url, timeout))
+        if reply.get("ok") is True:  # a binding that makes its client with the limiter
+            reply = d.req(op="policy", **good)
+        expect_error(ctx, reply, f"store with timeout_ms {timeout}", "invalid_argument", field="timeout_ms",
+                     starts="timeout_ms: ")
+    ctx.check(admin("DBSIZE") == 0, f"bad input wrote {admin('DBSIZE')} keys")
+    stats = command_calls(admin)
+    sent = {c: stats[c] for c in ("evalsha", "evalsha_ro", "eval", "eval_ro", "del") if c in stats}
+    ctx.check(not sent, f"bad input reached Redis: {sent}")
+
+    # The largest valid values.
+    for kind, store in stores.items():
+        for overrides in ({"namespace": "n" * 64, "resource": "r" * 64}, {"limit": 10_000},
+                          {"algorithm": "sliding_counter", "limit": 1 << 26, "window_ms": 1 << 26}):
+            d.ok(f"{kind}: policy {list(overrides)} at the limit", op="store", **store)
+            d.ok(f"{kind}: policy {list(overrides)} at the limit", op="policy", **{**good, **overrides})
+        d.limiter(store, good)
+        for tenant in ("x" * 512, "é" * 256):
+            expect_decision(ctx, d.req(op="acquire_at", tenant=tenant, now_ms=T), f"{kind}: 512-byte tenant",
+                            allowed=True)
+        expect_decision(ctx, d.req(op="acquire_at", tenant="edge", cost=3, now_ms=1 << 52),
+                        f"{kind}: cost = limit at now_ms 2^52", allowed=True, remaining=0)
+    admin("FLUSHALL")
+
+    # Braces are escaped, not refused: one key, the one the binding names.
+    d.limiter(stores["redis"], good)
+    expected = "bad:{geocode:%7D%7Ba%7D%7B%7Bb%7D%7D}:log:1000"
+    ctx.check(d.key("}{a}{{b}}") == expected, f"key of }}{{a}}{{{{b}}}}: {d.key('}{a}{{b}}')}, want {expected}")
+    for tenant in ("}{a}{{b}}", "{", "}", "{}", "{{{{"):
+        expect_decision(ctx, d.req(op="acquire_at", tenant=tenant, now_ms=T), f"tenant {tenant!r}", allowed=True)
+        keys = [k.decode() for k in admin.scan_all()]
+        ctx.check(keys == [d.key(tenant)], f"tenant {tenant!r} wrote {keys}, want [{d.key(tenant)}]")
+        ctx.check(all(k.count("{") == 1 and k.count("}") == 1 for k in keys), f"more than one hash tag: {keys}")
+        expect_keys_expire(ctx, admin, f"tenant {tenant!r}")
+        admin("FLUSHALL")
+    # The driver, and the binding, are still alive and well.
+    expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T), "after all that", allowed=True, remaining=2)
+
+
+class _TempDir:
+    def __init__(self):
+        self.path = tempfile.mkdtemp(prefix="slidelimit-faults-")
+
+    def close(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+SCENARIOS = {
+    "script_flush": script_flush,
+    "restart_mid_run": restart_mid_run,
+    "restart_between_calls": restart_between_calls,
+    "unreachable": unreachable,
+    "hanging": hanging,
+    "slow": slow,
+    "wrong_type": wrong_type,
+    "acl": acl,
+    "tls": tls,
+    "bad_input": bad_input,
+}

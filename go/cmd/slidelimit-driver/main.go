@@ -1,0 +1,712 @@
+// Command slidelimit-driver puts the Go binding's public API behind the JSON
+// lines of docs/driver.md: one request per line on stdin, one reply per line
+// on stdout. The shared harnesses (conformance, audit, faults) drive the Go
+// binding through it and nothing else. It decides nothing itself: what it
+// prints is what the binding returned.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/slidelimit/slidelimit/go"
+	"github.com/slidelimit/slidelimit/go/internal/verbatim"
+)
+
+// maxConcurrency bounds a load's callers (the Rust driver's bound).
+const maxConcurrency = 100_000
+
+// protocolError is a request the driver cannot read: answered as
+// {"error":"protocol",...}, which the harness counts against the driver.
+type protocolError struct{ message string }
+
+func (p *protocolError) Error() string { return p.message }
+
+func protocolf(format string, args ...any) error {
+	return &protocolError{message: fmt.Sprintf(format, args...)}
+}
+
+// jsonString is s as a JSON string, without HTML escaping.
+func jsonString(s string) string {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil {
+		return `""` // a string always encodes
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// decisionLine is the canonical byte form of docs/driver.md.
+func decisionLine(d slidelimit.Decision) string {
+	return `{"allowed":` + strconv.FormatBool(d.Allowed) +
+		`,"remaining":` + strconv.FormatUint(d.Remaining, 10) +
+		`,"retry_after_ms":` + strconv.FormatUint(d.RetryAfterMs, 10) +
+		`,"reset_after_ms":` + strconv.FormatUint(d.ResetAfterMs, 10) +
+		`,"now_ms":` + strconv.FormatUint(d.NowMs, 10) + `}`
+}
+
+// errorLine prints a failure: a protocol error, or the binding's error with
+// its code, field and message as a user sees them.
+func errorLine(err error) string {
+	var p *protocolError
+	if errors.As(err, &p) {
+		return `{"error":"protocol","message":` + jsonString(p.message) + `}`
+	}
+	var in *inputError
+	if errors.As(err, &in) {
+		return `{"error":` + jsonString(slidelimit.ErrInvalidArgument.String()) + `,"field":` + jsonString(in.field) +
+			`,"message":` + jsonString(in.field+": "+in.problem) + `}`
+	}
+	var e *slidelimit.Error
+	if !errors.As(err, &e) {
+		// The binding returns *Error for every failure; anything else is a bug.
+		return `{"error":"internal","field":null,"message":` + jsonString(err.Error()) + `}`
+	}
+	field := "null"
+	if f := e.Field(); f != "" {
+		field = jsonString(f)
+	}
+	// Error() is "slidelimit: <code>: <message>[: <cause>]"; the code has its own key.
+	message := strings.TrimPrefix(e.Error(), "slidelimit: "+e.Code.String()+": ")
+	return `{"error":` + jsonString(e.Code.String()) + `,"field":` + field + `,"message":` + jsonString(message) + `}`
+}
+
+// request is one line, read by name with the JSON type each field has in the
+// protocol; a field the op does not know is refused, so that a misspelt field
+// is no silent default.
+type request struct {
+	op     string
+	fields map[string]any
+}
+
+var knownFields = map[string][]string{
+	"hello":      {},
+	"exit":       {},
+	"store":      {"kind", "url", "urls", "timeout_ms", "tls_ca_file"},
+	"policy":     {"namespace", "resource", "algorithm", "limit", "window_ms"},
+	"acquire":    {"tenant", "cost"},
+	"acquire_at": {"tenant", "cost", "now_ms"},
+	"peek":       {"tenant", "cost", "now_ms"},
+	"reset":      {"tenant"},
+	"key":        {"tenant"},
+	"load": {"lang", "tenant", "cost", "concurrency", "start_at_ms", "end_at_ms", "active",
+		"ramp_ms", "jitter_ms", "out"},
+}
+
+func parseRequest(line []byte) (*request, error) {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.UseNumber()
+	var fields map[string]any
+	if err := dec.Decode(&fields); err != nil {
+		return nil, protocolf("bad JSON: %v", err)
+	}
+	if dec.More() {
+		return nil, protocolf("bad JSON: more than one value on the line")
+	}
+	if fields == nil {
+		return nil, protocolf("a request must be an object")
+	}
+	raw, ok := fields["op"]
+	if !ok {
+		return nil, protocolf("op is required")
+	}
+	op, ok := raw.(string)
+	if !ok {
+		return nil, protocolf("op must be a string")
+	}
+	known, ok := knownFields[op]
+	if !ok {
+		return nil, protocolf("unknown op %q", op)
+	}
+	delete(fields, "op")
+	for name := range fields {
+		if !slices.Contains(known, name) {
+			return nil, protocolf("%s: unknown field %q", op, name)
+		}
+	}
+	return &request{op: op, fields: fields}, nil
+}
+
+func (r *request) wrong(name, want string) error {
+	return protocolf("%s: %s must be %s, got %v", r.op, name, want, r.fields[name])
+}
+
+func (r *request) optString(name string) (string, bool, error) {
+	v, ok := r.fields[name]
+	if !ok {
+		return "", false, nil
+	}
+	s, isString := v.(string)
+	if !isString {
+		return "", false, r.wrong(name, "a string")
+	}
+	return s, true, nil
+}
+
+func (r *request) str(name string) (string, error) {
+	s, ok, err := r.optString(name)
+	if err == nil && !ok {
+		err = protocolf("%s: %s is required", r.op, name)
+	}
+	return s, err
+}
+
+// optUint reads a non-negative integer: the binding's parameters are
+// uint64, which cannot hold a negative or fractional JSON number.
+func (r *request) optUint(name string) (uint64, bool, error) {
+	v, ok := r.fields[name]
+	if !ok {
+		return 0, false, nil
+	}
+	n, isNumber := v.(json.Number)
+	if !isNumber {
+		return 0, false, r.wrong(name, "an integer")
+	}
+	u, err := strconv.ParseUint(n.String(), 10, 64)
+	if err != nil {
+		return 0, false, r.wrong(name, "an integer from 0 to 2^64 - 1 (the Go API's uint64)")
+	}
+	return u, true, nil
+}
+
+func (r *request) uint(name string) (uint64, error) {
+	u, ok, err := r.optUint(name)
+	if err == nil && !ok {
+		err = protocolf("%s: %s is required", r.op, name)
+	}
+	return u, err
+}
+
+// store is what the last store op set up: a Redis client, or none for the
+// memory engine, and the Limiter options every policy gets.
+type store struct {
+	client  redis.UniversalClient // nil: memory
+	options []slidelimit.Option
+}
+
+type driver struct {
+	store   *store
+	limiter *slidelimit.Limiter
+	// policyErr is the error of the last refused policy, which every op that
+	// needs a limiter answers until a policy is accepted.
+	policyErr error
+}
+
+func (d *driver) dropLimiter() {
+	if d.limiter != nil {
+		d.limiter.Close()
+		d.limiter = nil
+	}
+	d.policyErr = nil
+}
+
+func (d *driver) close() {
+	d.dropLimiter()
+	if d.store != nil && d.store.client != nil {
+		d.store.client.Close()
+	}
+	d.store = nil
+}
+
+// inputError is the error a Go user meets before the binding is involved (a
+// URL go-redis cannot parse, a CA file that cannot be read), reported with
+// the binding's code for a bad argument and the field named, as the Rust
+// binding reports the same. It is the driver's own type: a *slidelimit.Error
+// carries only the fields core or the package named.
+type inputError struct{ field, problem string }
+
+func (e *inputError) Error() string { return e.field + ": " + e.problem }
+
+func invalid(field, format string, args ...any) error {
+	return &inputError{field: field, problem: fmt.Sprintf(format, args...)}
+}
+
+// tlsWithCA makes the URL's TLS settings trust only the CA in path; the
+// server's name is verified (go-redis sets ServerName from the URL's host).
+func tlsWithCA(cfg *tls.Config, path string) (*tls.Config, error) {
+	if cfg == nil {
+		return nil, invalid("tls_ca_file", "needs a rediss:// URL")
+	}
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, invalid("tls_ca_file", "cannot read %s: %v", path, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, invalid("tls_ca_file", "%s holds no PEM certificate", path)
+	}
+	cfg = cfg.Clone()
+	cfg.RootCAs = pool
+	return cfg, nil
+}
+
+// The client settings docs/go.md recommends: the Limiter's timeout
+// interrupts the socket read, a failed command is not retried (a retried
+// EVALSHA whose script ran would count twice) and a refused connection is
+// reported at once. poolSize lets a load's callers all be in flight.
+const poolSize = 128
+
+func (d *driver) opStore(r *request) (string, error) {
+	kind, err := r.str("kind")
+	if err != nil {
+		return "", err
+	}
+	var options []slidelimit.Option
+	timeoutMs, hasTimeout, err := r.optUint("timeout_ms")
+	if err != nil {
+		return "", err
+	}
+	if hasTimeout {
+		if timeoutMs > math.MaxInt64/uint64(time.Millisecond) {
+			return "", r.wrong("timeout_ms", "at most what a time.Duration holds")
+		}
+		options = append(options, slidelimit.WithTimeout(time.Duration(timeoutMs)*time.Millisecond))
+	}
+	caFile, hasCA, err := r.optString("tls_ca_file")
+	if err != nil {
+		return "", err
+	}
+	var client redis.UniversalClient
+	switch kind {
+	case "memory":
+	case "redis":
+		url, err := r.str("url")
+		if err != nil {
+			return "", err
+		}
+		opts, err := redis.ParseURL(url)
+		if err != nil {
+			return "", invalid("url", "%v", err)
+		}
+		if hasCA {
+			if opts.TLSConfig, err = tlsWithCA(opts.TLSConfig, caFile); err != nil {
+				return "", err
+			}
+		}
+		opts.ContextTimeoutEnabled, opts.MaxRetries, opts.DialerRetries, opts.PoolSize = true, -1, 1, poolSize
+		client = redis.NewClient(opts)
+	case "cluster":
+		raw, ok := r.fields["urls"].([]any)
+		if !ok || len(raw) == 0 {
+			return "", r.wrong("urls", "a non-empty list of strings")
+		}
+		cluster := &redis.ClusterOptions{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
+			PoolSize: poolSize}
+		for i, u := range raw {
+			url, ok := u.(string)
+			if !ok {
+				return "", r.wrong("urls", "a non-empty list of strings")
+			}
+			opts, err := redis.ParseURL(url)
+			if err != nil {
+				return "", invalid("urls", "%v", err)
+			}
+			cluster.Addrs = append(cluster.Addrs, opts.Addr)
+			if i == 0 { // the seeds share credentials and TLS settings
+				cluster.Username, cluster.Password, cluster.TLSConfig = opts.Username, opts.Password, opts.TLSConfig
+			}
+		}
+		if hasCA {
+			if cluster.TLSConfig, err = tlsWithCA(cluster.TLSConfig, caFile); err != nil {
+				return "", err
+			}
+		}
+		client = redis.NewClusterClient(cluster)
+	default:
+		return "", protocolf("store: kind must be memory, redis or cluster, got %q", kind)
+	}
+	d.close()
+	d.store = &store{client: client, options: options}
+	return `{"ok":true}`, nil
+}
+
+func (d *driver) opPolicy(r *request) (string, error) {
+	if d.store == nil {
+		return "", protocolf("policy: no store yet")
+	}
+	namespace, hasNamespace, err := r.optString("namespace")
+	if err != nil {
+		return "", err
+	}
+	algorithm, hasAlgorithm, err := r.optString("algorithm")
+	if err != nil {
+		return "", err
+	}
+	resource, err := r.str("resource")
+	if err != nil {
+		return "", err
+	}
+	limit, err := r.uint("limit")
+	if err != nil {
+		return "", err
+	}
+	windowMs, err := r.uint("window_ms")
+	if err != nil {
+		return "", err
+	}
+	d.dropLimiter()
+	p := slidelimit.Policy{Namespace: namespace, Resource: resource, Algorithm: slidelimit.Algorithm(algorithm),
+		Limit: limit, WindowMs: windowMs}
+	// In the Go API an empty Namespace or Algorithm stands for the default,
+	// so a Go user cannot send core an empty one; a request that does (the
+	// key vector namespace-empty) reaches core as it is through the internal
+	// switch, and a field left out still gets the package's default.
+	if hasNamespace && namespace == "" || hasAlgorithm && algorithm == "" {
+		if !hasNamespace {
+			p.Namespace = slidelimit.DefaultNamespace
+		}
+		if !hasAlgorithm {
+			p.Algorithm = slidelimit.DefaultAlgorithm
+		}
+		verbatim.Policy.Store(true)
+		defer verbatim.Policy.Store(false)
+	}
+	var l *slidelimit.Limiter
+	if d.store.client == nil {
+		l, err = slidelimit.NewMemory(p, d.store.options...)
+	} else {
+		l, err = slidelimit.New(d.store.client, p, d.store.options...)
+	}
+	if err != nil {
+		d.policyErr = err
+		return "", err
+	}
+	d.limiter = l
+	return `{"ok":true}`, nil
+}
+
+func (d *driver) needLimiter(op string) (*slidelimit.Limiter, error) {
+	switch {
+	case d.limiter != nil:
+		return d.limiter, nil
+	case d.policyErr != nil:
+		return nil, d.policyErr
+	}
+	return nil, protocolf("%s: no policy yet", op)
+}
+
+func (d *driver) opCheck(ctx context.Context, r *request) (string, error) {
+	l, err := d.needLimiter(r.op)
+	if err != nil {
+		return "", err
+	}
+	tenant, err := r.str("tenant")
+	if err != nil {
+		return "", err
+	}
+	cost, hasCost, err := r.optUint("cost")
+	if err != nil {
+		return "", err
+	}
+	if !hasCost {
+		cost = 1 // the default of Acquire, which the ...N and ...At methods spell out
+	}
+	var decision slidelimit.Decision
+	switch r.op {
+	case "acquire":
+		if hasCost {
+			decision, err = l.AcquireN(ctx, tenant, cost)
+		} else {
+			decision, err = l.Acquire(ctx, tenant)
+		}
+	case "acquire_at":
+		var now uint64
+		if now, err = r.uint("now_ms"); err != nil {
+			return "", err
+		}
+		decision, err = l.AcquireAt(ctx, tenant, cost, now)
+	default: // peek
+		now, hasNow, e := r.optUint("now_ms")
+		if e != nil {
+			return "", e
+		}
+		if hasNow {
+			decision, err = l.PeekAt(ctx, tenant, cost, now)
+		} else {
+			decision, err = l.Peek(ctx, tenant, cost)
+		}
+	}
+	if err != nil {
+		return "", err
+	}
+	return decisionLine(decision), nil
+}
+
+func (d *driver) opReset(ctx context.Context, r *request) (string, error) {
+	l, err := d.needLimiter("reset")
+	if err != nil {
+		return "", err
+	}
+	tenant, err := r.str("tenant")
+	if err != nil {
+		return "", err
+	}
+	if _, err := l.Reset(ctx, tenant); err != nil {
+		return "", err
+	}
+	return `{"ok":true}`, nil
+}
+
+func (d *driver) opKey(r *request) (string, error) {
+	l, err := d.needLimiter("key")
+	if err != nil {
+		return "", err
+	}
+	tenant, err := r.str("tenant")
+	if err != nil {
+		return "", err
+	}
+	key, err := l.Key(tenant)
+	if err != nil {
+		return "", err
+	}
+	slot, err := slidelimit.KeySlot(key)
+	if err != nil {
+		return "", err
+	}
+	return `{"ok":true,"key":` + jsonString(key) + `,"slot":` + strconv.Itoa(int(slot)) + `}`, nil
+}
+
+// plan is the schedule of a load, shared by all its callers.
+type plan struct {
+	lang, tenant       string
+	cost               uint64
+	hasCost            bool
+	concurrency        int
+	startAtMs, endAtMs uint64
+	active             [][2]uint64 // [from, to); nil: the whole run
+	rampMs, jitterMs   uint64
+}
+
+func readPlan(r *request) (*plan, error) {
+	var p plan
+	var err error
+	if p.lang, err = r.str("lang"); err != nil {
+		return nil, err
+	}
+	if p.tenant, err = r.str("tenant"); err != nil {
+		return nil, err
+	}
+	if p.cost, p.hasCost, err = r.optUint("cost"); err != nil {
+		return nil, err
+	}
+	concurrency, err := r.uint("concurrency")
+	if err != nil {
+		return nil, err
+	}
+	if concurrency > maxConcurrency {
+		return nil, r.wrong("concurrency", fmt.Sprintf("at most %d", maxConcurrency))
+	}
+	p.concurrency = int(concurrency)
+	if p.startAtMs, err = r.uint("start_at_ms"); err != nil {
+		return nil, err
+	}
+	if p.endAtMs, err = r.uint("end_at_ms"); err != nil {
+		return nil, err
+	}
+	if p.rampMs, _, err = r.optUint("ramp_ms"); err != nil {
+		return nil, err
+	}
+	if p.jitterMs, _, err = r.optUint("jitter_ms"); err != nil {
+		return nil, err
+	}
+	if raw, ok := r.fields["active"]; ok {
+		list, ok := raw.([]any)
+		if !ok {
+			return nil, r.wrong("active", "a list of [from, to] integer pairs")
+		}
+		p.active = [][2]uint64{}
+		for _, item := range list {
+			pair, ok := item.([]any)
+			if !ok || len(pair) != 2 {
+				return nil, r.wrong("active", "a list of [from, to] integer pairs")
+			}
+			var bounds [2]uint64
+			for i, v := range pair {
+				n, ok := v.(json.Number)
+				u, err := strconv.ParseUint(string(n), 10, 64)
+				if !ok || err != nil {
+					return nil, r.wrong("active", "a list of [from, to] integer pairs")
+				}
+				bounds[i] = u
+			}
+			p.active = append(p.active, bounds)
+		}
+	}
+	return &p, nil
+}
+
+func wallMs() uint64 { return uint64(max(time.Now().UnixMilli(), 0)) }
+
+func sleepMs(ms uint64) {
+	if ms > 0 {
+		time.Sleep(time.Duration(ms) * time.Millisecond)
+	}
+}
+
+// waitMs is how long a caller waits at now before it may call: 0 inside an
+// active interval, else until the next one starts (or the run ends).
+func (p *plan) waitMs(now uint64) uint64 {
+	if p.active == nil {
+		return 0
+	}
+	next := p.endAtMs
+	for _, a := range p.active {
+		if a[0] <= now && now < a[1] {
+			return 0
+		}
+		if a[0] > now {
+			next = min(next, a[0])
+		}
+	}
+	return max(next-now, 1) // now < end_at_ms, and next is a start after now or the end
+}
+
+// caller runs one caller to the end of the run: its log lines and errors.
+func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
+	ctx := context.Background()
+	lang := jsonString(p.lang)
+	first := p.startAtMs + rand.Uint64N(p.rampMs+1)
+	if now := wallMs(); min(first, p.endAtMs) > now {
+		sleepMs(min(first, p.endAtMs) - now)
+	}
+	for {
+		now := wallMs()
+		if now >= p.endAtMs {
+			return lines, calls, errs
+		}
+		if wait := p.waitMs(now); wait > 0 {
+			sleepMs(wait)
+			continue
+		}
+		var d slidelimit.Decision
+		var err error
+		if p.hasCost {
+			d, err = l.AcquireN(ctx, p.tenant, p.cost)
+		} else {
+			d, err = l.Acquire(ctx, p.tenant)
+		}
+		calls++
+		if err != nil {
+			errs++
+			code, ok := slidelimit.CodeOf(err)
+			if !ok {
+				code = slidelimit.ErrInternal
+			}
+			lines = fmt.Appendf(lines, "{\"lang\":%s,\"error\":\"%s\"}\n", lang, code)
+		} else {
+			lines = fmt.Appendf(lines, "{\"lang\":%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d}\n",
+				lang, d.Allowed, d.NowMs, d.RetryAfterMs)
+		}
+		sleepMs(rand.Uint64N(p.jitterMs + 1))
+	}
+}
+
+func (d *driver) opLoad(r *request) (string, error) {
+	l, err := d.needLimiter("load")
+	if err != nil {
+		return "", err
+	}
+	p, err := readPlan(r)
+	if err != nil {
+		return "", err
+	}
+	out, err := r.str("out")
+	if err != nil {
+		return "", err
+	}
+	logs := make([][]byte, p.concurrency)
+	calls := make([]int, p.concurrency)
+	errs := make([]int, p.concurrency)
+	var wg sync.WaitGroup
+	for i := range p.concurrency {
+		wg.Go(func() { logs[i], calls[i], errs[i] = p.caller(l) })
+	}
+	wg.Wait()
+	if err := os.WriteFile(out, slices.Concat(logs...), 0o644); err != nil {
+		return "", protocolf("load: cannot write out %s: %v", out, err)
+	}
+	var totalCalls, totalErrs int
+	for i := range calls {
+		totalCalls += calls[i]
+		totalErrs += errs[i]
+	}
+	return fmt.Sprintf(`{"ok":true,"calls":%d,"errors":%d}`, totalCalls, totalErrs), nil
+}
+
+// handle answers one request; exit is true after the exit op.
+func (d *driver) handle(line []byte) (reply string, exit bool) {
+	r, err := parseRequest(line)
+	if err != nil {
+		return errorLine(err), false
+	}
+	ctx := context.Background()
+	switch r.op {
+	case "hello":
+		return `{"ok":true,"binding":"go","version":` + jsonString(slidelimit.Version()) + `}`, false
+	case "exit":
+		return `{"ok":true}`, true
+	case "store":
+		reply, err = d.opStore(r)
+	case "policy":
+		reply, err = d.opPolicy(r)
+	case "acquire", "acquire_at", "peek":
+		reply, err = d.opCheck(ctx, r)
+	case "reset":
+		reply, err = d.opReset(ctx, r)
+	case "key":
+		reply, err = d.opKey(r)
+	case "load":
+		reply, err = d.opLoad(r)
+	}
+	if err != nil {
+		return errorLine(err), false
+	}
+	return reply, false
+}
+
+func main() {
+	d := &driver{}
+	defer d.close()
+	in := bufio.NewReaderSize(os.Stdin, 1<<16)
+	out := bufio.NewWriter(os.Stdout)
+	for {
+		line, readErr := in.ReadBytes('\n')
+		if len(bytes.TrimSpace(line)) > 0 {
+			reply, exit := d.handle(line)
+			out.WriteString(reply)
+			out.WriteByte('\n')
+			if err := out.Flush(); err != nil {
+				fmt.Fprintln(os.Stderr, "slidelimit-driver: writing stdout:", err)
+				return
+			}
+			if exit {
+				return
+			}
+		}
+		if readErr != nil {
+			if readErr != io.EOF {
+				fmt.Fprintln(os.Stderr, "slidelimit-driver: reading stdin:", readErr)
+			}
+			return
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package slidelimit
+
+// AcquireEvent is what an Observer learns about one acquire (Acquire,
+// AcquireN or AcquireAt; peeks and resets are not observed). Exactly one of
+// three things happened:
+//
+//   - allowed: Err is nil and Decision.Allowed is true;
+//   - denied: Err is nil, Decision.Allowed is false and Decision.RetryAfter()
+//     is the wait handed to the caller (Decision.WaitSeconds() in seconds);
+//   - failed: Err is the *Error the caller got (ErrUnavailable when Redis is
+//     down or slow) and Decision is zero.
+type AcquireEvent struct {
+	// Resource is the Limiter's Policy.Resource.
+	Resource string
+	Tenant   string
+	Cost     uint64
+	Decision Decision
+	Err      error
+}
+
+// Observer is told about every acquire of the Limiters it is given to with
+// WithObserver, after the decision and before the caller gets it, on the
+// caller's goroutine: it must be safe for concurrent use and should be quick.
+// promlimit.Metrics is one (the Prometheus metrics every binding exports);
+// ObserverFunc makes one from a function.
+type Observer interface {
+	ObserveAcquire(AcquireEvent)
+}
+
+// ObserverFunc is a function used as an Observer.
+type ObserverFunc func(AcquireEvent)
+
+// ObserveAcquire calls f(e).
+func (f ObserverFunc) ObserveAcquire(e AcquireEvent) { f(e) }
+
+// WithObserver adds o to the Limiter's observers; each is called in the order
+// given. A nil o is ignored.
+func WithObserver(o Observer) Option {
+	return func(c *config) {
+		if o != nil {
+			c.observers = append(c.observers, o)
+		}
+	}
+}
+
+// observe tells every observer about one acquire.
+func (l *Limiter) observe(tenant string, cost uint64, d Decision, err error) {
+	if len(l.cfg.observers) == 0 {
+		return
+	}
+	e := AcquireEvent{Resource: l.policy.Resource, Tenant: tenant, Cost: cost, Decision: d, Err: err}
+	if err != nil {
+		e.Decision = Decision{}
+	}
+	for _, o := range l.cfg.observers {
+		o.ObserveAcquire(e)
+	}
+}

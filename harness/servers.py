@@ -1,0 +1,297 @@
+"""Servers for the harness, all on loopback, each stopped by its own pid or
+socket: redis-server processes in temp dirs (restartable on the same port),
+test certificates made with the openssl CLI, a TCP proxy that adds latency,
+a listener that never answers, and a port that refuses connections.
+"""
+
+import os
+import queue
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+from harness.resp import Redis
+
+
+def free_port():
+    """A loopback port nothing listens on now (the kernel picks it)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server child of this process (not daemonized: its pid is ours),
+    saving nothing, in a temp dir. start() after stop() brings up an empty
+    server, without a script cache, on the same port.
+
+    tls: a Certificates (or a view, with_server_cert); then the server speaks
+    TLS only (--port 0), and admin connections check the name tls_name."""
+
+    def __init__(self, port=None, args=(), tls=None, tls_name="localhost"):
+        self.port = port or free_port()
+        self.tls, self.tls_name = tls, tls_name
+        self.dir = tempfile.mkdtemp(prefix=f"slidelimit-faults-redis-{self.port}-")
+        self.extra = list(args)
+        self.proc = None
+        self.starts = 0
+        self._clients = []
+
+    @property
+    def url(self):
+        return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}/"
+
+    def _argv(self):
+        argv = [os.environ.get("SLIDELIMIT_REDIS_SERVER", "redis-server"), "--bind", "127.0.0.1",
+                "--save", "", "--appendonly", "no", "--dir", self.dir,
+                "--logfile", os.path.join(self.dir, f"redis-{self.starts}.log")]
+        if self.tls:
+            argv += ["--port", "0", "--tls-port", str(self.port),
+                     "--tls-cert-file", self.tls.path("server.crt"), "--tls-key-file", self.tls.path("server.key"),
+                     "--tls-ca-cert-file", self.tls.path("ca.crt"), "--tls-auth-clients", "no"]
+        else:
+            argv += ["--port", str(self.port)]
+        return argv + self.extra
+
+    def start(self, timeout_s=10):
+        """Starts the server; returns once it answers PING as this very pid."""
+        self.starts += 1
+        self.proc = subprocess.Popen(self._argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"redis-server on :{self.port} exited {self.proc.returncode}: {self.log()}")
+            try:
+                with self.client(timeout=1) as r:
+                    if int(r.info("server")["process_id"]) == self.proc.pid:
+                        return self
+            except (OSError, RuntimeError, KeyError):
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError(f"redis-server on :{self.port} did not start in {timeout_s} s: {self.log()}")
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, f"redis-{self.starts}.log")) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return "(no log)"
+
+    def stop(self):
+        """SIGKILL to our pid (a crash: nothing is saved); waits until it is gone."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc = None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def client(self, timeout=10, decode=False, **kw):
+        """An admin connection (TLS when the server speaks TLS)."""
+        if self.tls:
+            kw.setdefault("tls_ca_file", self.tls.path("ca.crt"))
+            kw.setdefault("tls_server_name", self.tls_name)
+        client = Redis("127.0.0.1", self.port, timeout=timeout, decode=decode, **kw)
+        self._clients.append(client)
+        return client
+
+    def close(self):
+        for client in self._clients:
+            client.close()
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Certificates:
+    """In a temp dir, made with the openssl CLI (EC P-256, valid 2 days):
+    ca.crt/key; server.crt/key for DNS:localhost and IP:127.0.0.1, by ca;
+    misnamed.crt/key for DNS:redis.example only, by ca; other-ca.crt, a CA
+    nobody trusts. path(name) is a file's absolute path."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="slidelimit-faults-tls-")
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        for ca in ("ca", "other-ca"):
+            self._openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2",
+                          "-subj", f"/CN=slidelimit faults {ca}")
+        for name, cn, san in (("server", "localhost", "DNS:localhost,IP:127.0.0.1"),
+                              ("misnamed", "redis.example", "DNS:redis.example")):
+            self._openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}")
+            with open(self.path(f"{name}.ext"), "w") as f:
+                f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
+                        f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n")
+            self._openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                          "-set_serial", str(2 + len(name)), "-days", "2", "-extfile", f"{name}.ext",
+                          "-out", f"{name}.crt")
+
+    def _openssl(self, *args):
+        p = subprocess.run(["openssl", *args], cwd=self.dir, capture_output=True, text=True)
+        if p.returncode != 0:
+            raise RuntimeError(f"openssl {' '.join(args)}: {p.stderr.strip()}")
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def with_server_cert(self, name):
+        """A view of these certificates whose server.crt/key is NAME.crt/key."""
+        return _CertView(self, name)
+
+    def close(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class _CertView:
+    def __init__(self, certs, server):
+        self.certs, self.server = certs, server
+
+    def path(self, name):
+        if name in ("server.crt", "server.key"):
+            name = self.server + name[len("server"):]
+        return self.certs.path(name)
+
+
+class _Listener:
+    """A loopback listener whose accepted sockets are kept and closed on close()."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.lock = threading.Lock()
+        self.closed = False
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/"
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return  # closed
+            with self.lock:
+                if self.closed:
+                    conn.close()
+                    return
+                self.conns.append(conn)
+            self.on_accept(conn)
+
+    def on_accept(self, conn):
+        pass
+
+    def close(self):
+        with self.lock:
+            self.closed = True
+            conns, self.conns = self.conns, []
+        # shutdown() wakes a thread blocked in accept(); close() alone may not.
+        for s in [self.sock, *conns]:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        self.thread.join(5)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Silent(_Listener):
+    """Accepts connections and never answers: a Redis that hangs."""
+
+
+class SlowProxy(_Listener):
+    """Forwards to 127.0.0.1:upstream, holding every chunk `delay_ms` (one
+    way, changeable at any time) before passing it on, in both directions.
+    Chunks keep their order and are not delayed by one another."""
+
+    def __init__(self, upstream):
+        self.upstream = upstream
+        self.delay_ms = 0
+        super().__init__()
+
+    def on_accept(self, down):
+        try:
+            up = socket.create_connection(("127.0.0.1", self.upstream), timeout=2)
+        except OSError:
+            down.close()
+            return
+        up.settimeout(None)
+        with self.lock:
+            self.conns.append(up)
+        for src, dst in ((down, up), (up, down)):
+            chunks = queue.Queue()
+            threading.Thread(target=self._read, args=(src, chunks), daemon=True).start()
+            threading.Thread(target=self._write, args=(dst, chunks), daemon=True).start()
+
+    def _read(self, src, chunks):
+        while True:
+            try:
+                data = src.recv(16384)
+            except OSError:
+                data = b""
+            chunks.put((time.monotonic() + self.delay_ms / 1000, data))
+            if not data:
+                return
+
+    def _write(self, dst, chunks):
+        while True:
+            due, data = chunks.get()
+            if not data:
+                try:
+                    dst.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            time.sleep(max(0.0, due - time.monotonic()))
+            try:
+                dst.sendall(data)
+            except OSError:
+                return
+
+
+class ClosedPort:
+    """A loopback port that refuses connections: bound, never listening, so
+    no other process can take it while we hold it."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+
+    @property
+    def url(self):
+        return f"redis://127.0.0.1:{self.port}/"
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,315 @@
+#!/usr/bin/env node
+'use strict';
+// The Node driver of docs/driver.md: the package's public API behind JSON
+// lines on stdin and stdout, for the shared conformance, audit and fault
+// harnesses. SLIDELIMIT_IMPL (native or wasm) picks the core the package
+// loads; drivers/node and drivers/wasm set it. The driver decides nothing:
+// what it prints is what the package returned.
+
+const fs = require('node:fs');
+const readline = require('node:readline');
+const Redis = require('ioredis');
+const slidelimit = require('..');
+
+const BINDING = slidelimit.implementation === 'native' ? 'node' : 'wasm';
+
+// A request the driver cannot read; answered with {"error":"protocol"}.
+class ProtocolError extends Error {}
+
+const TYPES = {
+  string: (v) => typeof v === 'string',
+  number: (v) => typeof v === 'number',
+  array: Array.isArray,
+};
+
+// The field's value, or undefined when absent (null counts as absent: it is
+// what a harness writes for "no value").
+function field(req, name, type, required = false) {
+  const v = req[name];
+  if (v === undefined || v === null) {
+    if (required) throw new ProtocolError(`${req.op}: ${name} is required`);
+    return undefined;
+  }
+  if (!TYPES[type](v)) throw new ProtocolError(`${req.op}: ${name} must be a JSON ${type}`);
+  return v;
+}
+
+// Integers as plain digits: every decision field is one, below 2^53.
+function digits(name, n) {
+  if (!Number.isSafeInteger(n)) throw new Error(`the package returned ${name} = ${n}, not an integer`);
+  return String(n);
+}
+
+function decisionLine(d) {
+  return (
+    `{"allowed":${d.allowed === true},"remaining":${digits('remaining', d.remaining)},` +
+    `"retry_after_ms":${digits('retryAfterMs', d.retryAfterMs)},` +
+    `"reset_after_ms":${digits('resetAfterMs', d.resetAfterMs)},"now_ms":${digits('nowMs', d.nowMs)}}`
+  );
+}
+
+function errorLine(e) {
+  return JSON.stringify({ error: e.code, field: e.field === undefined ? null : e.field, message: e.message });
+}
+
+const OK = '{"ok":true}';
+
+// The client options the request asks for: TLS trusting only the given CA
+// (Node verifies the server's name against the host by default).
+function tlsOptions(url, caFile) {
+  const secure = url.startsWith('rediss://');
+  if (caFile === undefined) return secure ? { tls: {} } : {};
+  return { tls: { ca: fs.readFileSync(caFile) } };
+}
+
+// Errors reach the callers through the limiter; without a listener ioredis
+// would also print each reconnect failure.
+function quiet(client) {
+  client.on('error', () => {});
+  return client;
+}
+
+function openStore(req) {
+  const kind = field(req, 'kind', 'string', true);
+  const timeoutMs = field(req, 'timeout_ms', 'number');
+  const caFile = field(req, 'tls_ca_file', 'string');
+  const limiterOptions = timeoutMs === undefined ? undefined : { timeoutMs };
+  if (kind === 'memory') return { engine: new slidelimit.MemoryEngine() };
+  if (kind === 'redis') {
+    const url = field(req, 'url', 'string', true);
+    return { redis: quiet(new Redis(url, tlsOptions(url, caFile))), limiterOptions };
+  }
+  if (kind === 'cluster') {
+    const urls = field(req, 'urls', 'array', true);
+    if (urls.length === 0 || !urls.every((u) => typeof u === 'string')) {
+      throw new ProtocolError('store: urls must be a non-empty list of strings');
+    }
+    // Nodes found through the slot map get only redisOptions: the seed URL's
+    // user and password (ACL) and TLS go there.
+    const seed = new URL(urls[0]);
+    const redisOptions = tlsOptions(urls[0], caFile);
+    if (seed.username) redisOptions.username = decodeURIComponent(seed.username);
+    if (seed.password) redisOptions.password = decodeURIComponent(seed.password);
+    return { redis: quiet(new Redis.Cluster(urls, { redisOptions })), limiterOptions };
+  }
+  throw new ProtocolError(`store: kind must be memory, redis or cluster, got ${JSON.stringify(kind)}`);
+}
+
+function closeStore(store) {
+  if (store && store.redis) store.redis.disconnect();
+}
+
+function buildLimiter(store, req) {
+  const policy = {
+    namespace: field(req, 'namespace', 'string'),
+    resource: field(req, 'resource', 'string'),
+    algorithm: field(req, 'algorithm', 'string'),
+    limit: field(req, 'limit', 'number'),
+    windowMs: field(req, 'window_ms', 'number'),
+  };
+  // Absent fields take the package's defaults, as a user leaving them out would.
+  for (const name of Object.keys(policy)) if (policy[name] === undefined) delete policy[name];
+  if (store.engine) return new slidelimit.MemoryLimiter(policy, { engine: store.engine });
+  return new slidelimit.Limiter(store.redis, policy, store.limiterOptions);
+}
+
+const sleep = (ms) => new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
+
+function checkLoad(req) {
+  const load = {
+    lang: field(req, 'lang', 'string', true),
+    tenant: field(req, 'tenant', 'string', true),
+    cost: field(req, 'cost', 'number'),
+    concurrency: field(req, 'concurrency', 'number', true),
+    startAt: field(req, 'start_at_ms', 'number', true),
+    endAt: field(req, 'end_at_ms', 'number', true),
+    active: field(req, 'active', 'array'),
+    rampMs: field(req, 'ramp_ms', 'number') || 0,
+    jitterMs: field(req, 'jitter_ms', 'number') || 0,
+    out: field(req, 'out', 'string', true),
+  };
+  if (!Number.isSafeInteger(load.concurrency) || load.concurrency < 1) {
+    throw new ProtocolError('load: concurrency must be a positive integer');
+  }
+  const pair = (p) => Array.isArray(p) && p.length === 2 && p.every((t) => typeof t === 'number');
+  if (load.active !== undefined && !load.active.every(pair)) {
+    throw new ProtocolError('load: active must be a list of [from, to] pairs of numbers');
+  }
+  return load;
+}
+
+// How long a caller waits at `now` before it may call: 0 inside an active
+// interval, else until the next one starts (or the run ends).
+function idleMs(load, now) {
+  if (load.active === undefined) return 0;
+  let next = load.endAt;
+  for (const [from, to] of load.active) {
+    if (from <= now && now < to) return 0;
+    if (from > now && from < next) next = from;
+  }
+  return next - now;
+}
+
+async function runLoad(limiter, load) {
+  const options = load.cost === undefined ? undefined : { cost: load.cost };
+  const lang = JSON.stringify(load.lang);
+  const lines = [];
+  let errors = 0;
+  async function caller() {
+    const first = load.startAt + Math.floor(Math.random() * (load.rampMs + 1));
+    await sleep(Math.min(first, load.endAt) - Date.now());
+    for (let now = Date.now(); now < load.endAt; now = Date.now()) {
+      const idle = idleMs(load, now);
+      if (idle > 0) {
+        await sleep(idle);
+        continue;
+      }
+      try {
+        const d = await limiter.acquire(load.tenant, options);
+        lines.push(
+          `{"lang":${lang},"allowed":${d.allowed === true},"now_ms":${digits('nowMs', d.nowMs)},` +
+            `"retry_after_ms":${digits('retryAfterMs', d.retryAfterMs)}}`,
+        );
+      } catch (e) {
+        errors += 1;
+        const code = e instanceof slidelimit.SlidelimitError ? e.code : 'internal';
+        lines.push(`{"lang":${lang},"error":${JSON.stringify(code)}}`);
+      }
+      // Yield even without jitter, so that a memory store's calls (settled
+      // without I/O) do not starve the other callers' timers.
+      await sleep(Math.floor(Math.random() * (load.jitterMs + 1)));
+    }
+  }
+  await Promise.all(Array.from({ length: load.concurrency }, caller));
+  fs.writeFileSync(load.out, lines.length ? `${lines.join('\n')}\n` : '');
+  return `{"ok":true,"calls":${lines.length},"errors":${errors}}`;
+}
+
+class Driver {
+  #store = null;
+  #limiter = null;
+  #policyError = null; // the reply of a refused policy, repeated by every op needing one
+
+  close() {
+    closeStore(this.#store);
+    this.#store = null;
+    this.#limiter = null;
+  }
+
+  #needLimiter() {
+    if (this.#policyError !== null) return this.#policyError;
+    if (this.#limiter === null) throw new ProtocolError('no policy: send a policy first');
+    return null;
+  }
+
+  async handle(req) {
+    if (req === null || typeof req !== 'object' || Array.isArray(req)) {
+      throw new ProtocolError('a request must be a JSON object');
+    }
+    const op = field(req, 'op', 'string', true);
+    switch (op) {
+      case 'hello':
+        return JSON.stringify({ ok: true, binding: BINDING, version: slidelimit.version });
+      case 'store': {
+        const store = openStore(req);
+        this.close();
+        this.#store = store;
+        this.#policyError = null;
+        return OK;
+      }
+      case 'policy': {
+        if (this.#store === null) throw new ProtocolError('no store: send a store first');
+        this.#limiter = null;
+        try {
+          this.#limiter = buildLimiter(this.#store, req);
+          this.#policyError = null;
+          return OK;
+        } catch (e) {
+          this.#policyError = reply(e);
+          return this.#policyError;
+        }
+      }
+      case 'acquire':
+      case 'acquire_at':
+      case 'peek': {
+        const tenant = field(req, 'tenant', 'string', true);
+        const cost = field(req, 'cost', 'number');
+        const nowMs = field(req, 'now_ms', 'number', op === 'acquire_at');
+        if (op === 'acquire' && nowMs !== undefined) throw new ProtocolError('acquire: now_ms is acquire_at');
+        const refused = this.#needLimiter();
+        if (refused !== null) return refused;
+        const options = {};
+        if (cost !== undefined) options.cost = cost;
+        if (nowMs !== undefined) options.nowMs = nowMs;
+        const call = op === 'peek' ? this.#limiter.peek(tenant, options) : this.#limiter.acquire(tenant, options);
+        return decisionLine(await call);
+      }
+      case 'reset': {
+        const tenant = field(req, 'tenant', 'string', true);
+        const refused = this.#needLimiter();
+        if (refused !== null) return refused;
+        await this.#limiter.reset(tenant);
+        return OK;
+      }
+      case 'key': {
+        const tenant = field(req, 'tenant', 'string', true);
+        const refused = this.#needLimiter();
+        if (refused !== null) return refused;
+        const key = this.#limiter.key(tenant);
+        return JSON.stringify({ ok: true, key, slot: slidelimit.slot(key) });
+      }
+      case 'load': {
+        const load = checkLoad(req);
+        const refused = this.#needLimiter();
+        if (refused !== null) return refused;
+        return runLoad(this.#limiter, load);
+      }
+      default:
+        throw new ProtocolError(`unknown op ${JSON.stringify(op)}`);
+    }
+  }
+}
+
+// A slidelimit error as the package reported it; anything else is the
+// driver's (or the package's) failure, which the harness counts as such.
+function reply(e) {
+  if (e instanceof slidelimit.SlidelimitError) return errorLine(e);
+  const message = e instanceof ProtocolError ? e.message : `unexpected failure: ${e && e.stack ? e.stack : e}`;
+  return JSON.stringify({ error: 'protocol', message });
+}
+
+async function main() {
+  const driver = new Driver();
+  const input = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
+  for await (const line of input) {
+    if (line.trim() === '') continue;
+    let out;
+    let req;
+    try {
+      req = JSON.parse(line);
+    } catch (e) {
+      process.stdout.write(`${JSON.stringify({ error: 'protocol', message: `bad JSON: ${e.message}` })}\n`);
+      continue;
+    }
+    if (req !== null && typeof req === 'object' && req.op === 'exit') {
+      process.stdout.write(`${OK}\n`);
+      break;
+    }
+    try {
+      out = await driver.handle(req);
+    } catch (e) {
+      out = reply(e);
+    }
+    process.stdout.write(`${out}\n`);
+  }
+  driver.close();
+  input.close();
+  // Writes to a pipe or file are synchronous on Linux; exit without waiting
+  // for ioredis's sockets to wind down.
+  process.exit(0);
+}
+
+main().catch((e) => {
+  process.stderr.write(`driver: ${e && e.stack ? e.stack : e}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,178 @@
+"""Celery integration: a task whose limiter denies is deferred, not retried.
+
+    from slidelimit.celery import rate_limited
+
+    @app.task(bind=True, acks_late=True)
+    @rate_limited(limiter, tenant=lambda address, api_key: api_key)
+    def geocode(self, address, api_key): ...
+
+Before the body runs, the task acquires from `limiter` for its tenant. When
+allowed, the body runs (once). When denied, the same task (same id, args,
+kwargs, headers, routing) is published again with a countdown of
+`retry_after` plus a random jitter, and this run ends with `Ignore`:
+
+- `request.retries` does not move and `max_retries` is untouched: the
+  deferral is no retry, no task-retried or task-failed event is sent, and the
+  task never enters RETRY or FAILURE for it;
+- the number of deferrals rides in the `slidelimit-deferrals` header, capped
+  by `max_deferrals` (past it the task fails with `DeferralLimitExceeded`);
+- an absolute `expires` is kept on the republished message. A task whose
+  `expires` passes before its next chance is not published again: it is
+  marked REVOKED ("expired") in the result backend, as Celery marks an
+  expired task, and ends with `Ignore`;
+- in eager mode (`task_always_eager`, `.apply()`) nothing can be published
+  for later: a denial raises `RateLimited` instead (no recursion);
+- when Redis is unavailable (`slidelimit.Unavailable`), `on_unavailable`
+  decides: "defer" (default) publishes the task again after an exponential
+  backoff (streak in the `slidelimit-outages` header, same cap), "run" fails
+  open and runs the body, "fail" raises the error.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import random
+from typing import Any, Callable, NoReturn, TypeVar, Union
+
+from celery import Task
+from celery.exceptions import Ignore
+from celery.utils.time import maybe_iso8601
+
+from ._core import Decision
+from ._errors import InvalidArgument, Unavailable
+from ._limiter import Limiter
+
+DEFERRALS_HEADER = "slidelimit-deferrals"
+OUTAGES_HEADER = "slidelimit-outages"
+ON_UNAVAILABLE = ("defer", "run", "fail")
+
+F = TypeVar("F", bound=Callable[..., Any])
+Tenant = Union[str, Callable[..., str]]
+
+
+class RateLimited(Exception):
+    """Eager mode only: the limiter denied and the task cannot be deferred."""
+
+    def __init__(self, decision: Decision) -> None:
+        # args = (decision,): the exception pickles (result backends store it).
+        super().__init__(decision)
+        self.decision = decision
+
+    def __str__(self) -> str:
+        return f"rate limited; retry after {self.decision.retry_after_ms} ms"
+
+
+class DeferralLimitExceeded(Exception):
+    """The task was deferred `max_deferrals` times already."""
+
+
+def _header(task: Task, name: str) -> int:
+    request = task.request
+    headers = request.headers or {}
+    value = headers.get(name, getattr(request, name, None))
+    try:
+        return int(value) if value is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _non_negative(field: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(f"{field}: must be a non-negative int, got {value!r}", field)
+    return value
+
+
+def rate_limited(
+    limiter: Limiter | Callable[[], Limiter],
+    tenant: Tenant,
+    *,
+    cost: int = 1,
+    max_deferrals: int = 1000,
+    jitter_ms: int = 1000,
+    on_unavailable: str = "defer",
+    unavailable_backoff_ms: tuple[int, int] = (1000, 60_000),
+) -> Callable[[F], F]:
+    """Wraps a bound task's function (`@app.task(bind=True)` goes on top).
+
+    `limiter`: a Limiter, or a function returning one (called once per worker
+    process, after the fork). `tenant`: a str, or a function of the task's
+    args and kwargs returning one.
+    """
+    _non_negative("max_deferrals", max_deferrals)
+    _non_negative("jitter_ms", jitter_ms)
+    if on_unavailable not in ON_UNAVAILABLE:
+        raise InvalidArgument(
+            f'on_unavailable: must be "defer", "run" or "fail", got {on_unavailable!r}',
+            "on_unavailable",
+        )
+    base_ms, max_ms = (_non_negative("unavailable_backoff_ms", n) for n in unavailable_backoff_ms)
+    if not isinstance(tenant, str) and not callable(tenant):
+        raise InvalidArgument(
+            f"tenant: must be a str or a function, got {type(tenant).__name__}", "tenant"
+        )
+    made: list[Limiter] = []
+
+    def get_limiter() -> Limiter:
+        if isinstance(limiter, Limiter):
+            return limiter
+        if not made:
+            made.append(limiter())
+        return made[0]
+
+    def decorate(fn: F) -> F:
+        @functools.wraps(fn)
+        def run(task: Task, *args: Any, **kwargs: Any) -> Any:
+            name = tenant if isinstance(tenant, str) else tenant(*args, **kwargs)
+            try:
+                decision = get_limiter().acquire(name, cost)
+            except Unavailable:
+                if on_unavailable == "run":
+                    return fn(task, *args, **kwargs)
+                if on_unavailable == "fail" or task.request.is_eager:
+                    raise
+                streak = _header(task, OUTAGES_HEADER)
+                delay_ms = min(base_ms * 2**streak, max_ms)
+                _defer(task, args, kwargs, delay_ms, {OUTAGES_HEADER: streak + 1})
+            if decision.allowed:
+                return fn(task, *args, **kwargs)
+            if task.request.is_eager:
+                raise RateLimited(decision)
+            _defer(task, args, kwargs, decision.retry_after_ms, {OUTAGES_HEADER: 0})
+
+        def _defer(
+            task: Task, args: Any, kwargs: Any, delay_ms: int, extra: dict[str, int]
+        ) -> NoReturn:
+            request = task.request
+            deferrals = _header(task, DEFERRALS_HEADER)
+            if deferrals >= max_deferrals:
+                raise DeferralLimitExceeded(
+                    f"task {request.id} was deferred {deferrals} times (max_deferrals)"
+                )
+            countdown = (delay_ms + random.randint(0, jitter_ms)) / 1000
+            expires = _expires(request.expires)
+            now = datetime.datetime.now(datetime.timezone.utc)
+            if expires is not None and expires <= now + datetime.timedelta(seconds=countdown):
+                task.backend.mark_as_revoked(request.id, "expired", request=request)
+                raise Ignore()
+            headers = dict(request.headers or {})
+            headers.update({DEFERRALS_HEADER: deferrals + 1, **extra})
+            task.signature_from_request(
+                request, args, kwargs, countdown=countdown, headers=headers
+            ).apply_async()
+            raise Ignore()
+
+        return run  # type: ignore[return-value]
+
+    return decorate
+
+
+def _expires(value: object) -> datetime.datetime | None:
+    if value is None:
+        return None
+    when = value if isinstance(value, datetime.datetime) else maybe_iso8601(value)
+    if when is None:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when

@@ -1,0 +1,631 @@
+//! `slidelimit._core`: slidelimit-core in Python types, for the `slidelimit`
+//! package. It converts types and nothing else: keys, validation, script
+//! text and SHA, call arguments, reply parsing, the server-error table, the
+//! memory engine, metric names and defaults are all core's. Redis I/O is the
+//! package's (redis-py).
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
+use slidelimit_core as core;
+use std::borrow::Cow;
+
+/// The package's classes, handed over once at import by `_register`: one
+/// exception class per core code (in `ErrorCode::ALL` order), `Algorithm`
+/// and `datetime.timedelta`.
+struct Registered {
+    errors: Vec<Py<PyType>>,
+    algorithm: Py<PyAny>,
+    timedelta: Py<PyAny>,
+}
+
+static REGISTERED: PyOnceLock<Registered> = PyOnceLock::new();
+
+fn registered(py: Python<'_>) -> PyResult<&Registered> {
+    REGISTERED.get(py).ok_or_else(|| {
+        PyRuntimeError::new_err("slidelimit._core is used before slidelimit registered its classes")
+    })
+}
+
+/// Core's error as the package's exception of its code: `cls(message, field)`.
+fn error_object<'py>(py: Python<'py>, e: &core::Error) -> PyResult<Bound<'py, PyAny>> {
+    let index = core::ErrorCode::ALL
+        .iter()
+        .position(|c| *c == e.code())
+        .expect("every code is in ErrorCode::ALL");
+    let cls = registered(py)?.errors[index].bind(py);
+    cls.call1((e.message(), e.field()))
+}
+
+fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
+    match error_object(py, &e) {
+        Ok(value) => PyErr::from_value(value),
+        Err(err) => err,
+    }
+}
+
+trait IntoPy<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T>;
+}
+
+impl<T> IntoPy<T> for core::Result<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|e| to_py(py, e))
+    }
+}
+
+fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".to_owned())
+}
+
+/// A `str` argument. A str that is not valid Unicode (a lone surrogate, which
+/// UTF-8 cannot carry) is no valid value: an error, never a lossy conversion
+/// that would merge two tenants.
+fn str_arg<'a>(field: &'static str, obj: &'a Bound<'_, PyAny>) -> core::Result<Cow<'a, str>> {
+    let s = obj.cast::<PyString>().map_err(|_| {
+        core::Error::invalid(field, format!("must be a str, got {}", type_name(obj)))
+    })?;
+    s.to_cow().map_err(|_| {
+        core::Error::invalid(
+            field,
+            "is not well-formed Unicode (it holds an unpaired surrogate)",
+        )
+    })
+}
+
+/// An `int` argument (not a bool, a float or any other number) that fits
+/// core's u64; core then checks its range.
+fn int_arg(field: &'static str, obj: &Bound<'_, PyAny>) -> core::Result<u64> {
+    if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
+        return Err(core::Error::invalid(
+            field,
+            format!("must be an int, got {}", type_name(obj)),
+        ));
+    }
+    obj.extract::<u64>().map_err(|_| {
+        let negative = obj.lt(0).unwrap_or(false);
+        core::Error::invalid(
+            field,
+            if negative {
+                format!("must not be negative, got {obj}")
+            } else {
+                format!("must be at most 2^64 - 1, got {obj}")
+            },
+        )
+    })
+}
+
+fn opt_int_arg(field: &'static str, obj: Option<&Bound<'_, PyAny>>) -> core::Result<Option<u64>> {
+    match obj {
+        Some(o) if !o.is_none() => int_arg(field, o).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn mode(peek: bool) -> core::Mode {
+    if peek {
+        core::Mode::Peek
+    } else {
+        core::Mode::Acquire
+    }
+}
+
+/// A validated rate-limit policy (core's `Policy`).
+#[pyclass(module = "slidelimit", frozen, eq, hash)]
+struct Policy {
+    inner: core::Policy,
+    /// Python strings of what every call of this policy repeats, made once:
+    /// a call reuses one when core's argument is the same text.
+    strings: Strings,
+}
+
+impl PartialEq for Policy {
+    fn eq(&self, other: &Self) -> bool {
+        self.inner == other.inner
+    }
+}
+
+impl Eq for Policy {}
+
+impl std::hash::Hash for Policy {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.inner.hash(state)
+    }
+}
+
+struct Strings {
+    acquire_sha: Py<PyString>,
+    peek_sha: Py<PyString>,
+    limit: (String, Py<PyString>),
+    window: (String, Py<PyString>),
+    one: Py<PyString>,
+    empty: Py<PyString>,
+}
+
+impl Strings {
+    fn new(py: Python<'_>, policy: &core::Policy) -> Self {
+        let sha =
+            |mode| PyString::new(py, core::Script::new(policy.algorithm(), mode).sha1()).unbind();
+        let text = |n: u64| {
+            let s = n.to_string();
+            let p = PyString::new(py, &s).unbind();
+            (s, p)
+        };
+        Strings {
+            acquire_sha: sha(core::Mode::Acquire),
+            peek_sha: sha(core::Mode::Peek),
+            limit: text(policy.limit()),
+            window: text(policy.window_ms()),
+            one: PyString::new(py, "1").unbind(),
+            empty: PyString::intern(py, "").unbind(),
+        }
+    }
+
+    /// `text` as a Python str: the cached one when it is the same text.
+    fn get<'py>(
+        py: Python<'py>,
+        text: &str,
+        cached: &[(&str, &Py<PyString>)],
+    ) -> Bound<'py, PyAny> {
+        match cached.iter().find(|(t, _)| *t == text) {
+            Some((_, p)) => p.bind(py).clone().into_any(),
+            None => PyString::new(py, text).into_any(),
+        }
+    }
+}
+
+#[pymethods]
+impl Policy {
+    #[new]
+    #[pyo3(signature = (namespace, resource, algorithm, limit, window_ms))]
+    fn new(
+        py: Python<'_>,
+        namespace: &Bound<'_, PyAny>,
+        resource: &Bound<'_, PyAny>,
+        algorithm: &Bound<'_, PyAny>,
+        limit: &Bound<'_, PyAny>,
+        window_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        let built = (|| {
+            let namespace = str_arg("namespace", namespace)?;
+            let resource = str_arg("resource", resource)?;
+            let algorithm = core::Algorithm::parse(&str_arg("algorithm", algorithm)?)?;
+            let limit = int_arg("limit", limit)?;
+            let window_ms = int_arg("window_ms", window_ms)?;
+            core::Policy::new(&namespace, &resource, algorithm, limit, window_ms)
+        })();
+        let inner = built.py_err(py)?;
+        let strings = Strings::new(py, &inner);
+        Ok(Policy { inner, strings })
+    }
+
+    #[getter]
+    fn namespace(&self) -> &str {
+        self.inner.namespace()
+    }
+    #[getter]
+    fn resource(&self) -> &str {
+        self.inner.resource()
+    }
+    #[getter]
+    fn algorithm<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        registered(py)?
+            .algorithm
+            .bind(py)
+            .call1((self.inner.algorithm().as_str(),))
+    }
+    #[getter]
+    fn limit(&self) -> u64 {
+        self.inner.limit()
+    }
+    #[getter]
+    fn window_ms(&self) -> u64 {
+        self.inner.window_ms()
+    }
+
+    /// The Redis key of `tenant` under this policy.
+    fn key(&self, py: Python<'_>, tenant: &Bound<'_, PyAny>) -> PyResult<String> {
+        str_arg("tenant", tenant)
+            .and_then(|t| self.inner.key(&t))
+            .py_err(py)
+    }
+
+    /// One script call, validated by core, as the arguments of redis-py's
+    /// `evalsha`: `(sha1, 1, key, limit, window_ms, cost, now_ms or "")`.
+    #[pyo3(signature = (tenant, cost, now_ms, peek))]
+    fn _call<'py>(
+        &self,
+        py: Python<'py>,
+        tenant: &Bound<'py, PyAny>,
+        cost: &Bound<'py, PyAny>,
+        now_ms: Option<&Bound<'py, PyAny>>,
+        peek: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let call = (|| {
+            let tenant = str_arg("tenant", tenant)?;
+            let cost = int_arg("cost", cost)?;
+            let now_ms = opt_int_arg("now_ms", now_ms)?;
+            self.inner.build_call(&tenant, cost, now_ms, mode(peek))
+        })()
+        .py_err(py)?;
+        // Core builds one key and four arguments; anything else is a bug here.
+        let shape = || {
+            let e = core::Error::new(core::ErrorCode::Internal, "a call of another shape");
+            to_py(py, e)
+        };
+        let [key] = <[String; 1]>::try_from(call.keys).map_err(|_| shape())?;
+        let [limit, window, cost, now] = <[String; 4]>::try_from(call.args).map_err(|_| shape())?;
+        let s = &self.strings;
+        let algorithm = self.inner.algorithm();
+        let sha = Strings::get(
+            py,
+            call.script.sha1(),
+            &[
+                (
+                    core::Script::new(algorithm, core::Mode::Acquire).sha1(),
+                    &s.acquire_sha,
+                ),
+                (
+                    core::Script::new(algorithm, core::Mode::Peek).sha1(),
+                    &s.peek_sha,
+                ),
+            ],
+        );
+        PyTuple::new(
+            py,
+            [
+                sha,
+                1i32.into_pyobject(py)?.into_any(),
+                PyString::new(py, &key).into_any(),
+                Strings::get(py, &limit, &[(&s.limit.0, &s.limit.1)]),
+                Strings::get(py, &window, &[(&s.window.0, &s.window.1)]),
+                Strings::get(py, &cost, &[("1", &s.one)]),
+                Strings::get(py, &now, &[("", &s.empty)]),
+            ],
+        )
+    }
+
+    /// The script text EVAL sends after a NOSCRIPT.
+    fn _script_text(&self, peek: bool) -> &'static str {
+        core::Script::new(self.inner.algorithm(), mode(peek)).text()
+    }
+
+    /// Core's reading of a script reply (what redis-py returned).
+    fn _decide(&self, py: Python<'_>, reply: &Bound<'_, PyAny>) -> PyResult<Decision> {
+        parse_reply(reply).py_err(py).map(Decision)
+    }
+
+    /// Core's table for an error reply to a script call on `key`: None means
+    /// "send it once as EVAL on the same node", else the exception to raise.
+    /// `after_retry`: the reply to that EVAL.
+    fn _server_error<'py>(
+        &self,
+        py: Python<'py>,
+        reply: &str,
+        key: &str,
+        after_retry: bool,
+    ) -> PyResult<Option<Bound<'py, PyAny>>> {
+        let algorithm = self.inner.algorithm();
+        let error = if after_retry {
+            core::map_server_error_after_retry(reply, key, algorithm)
+        } else {
+            match core::map_server_error(reply, key, algorithm) {
+                core::ServerErrorAction::RetryWithEval => return Ok(None),
+                core::ServerErrorAction::Fail(e) => e,
+            }
+        };
+        error_object(py, &error).map(Some)
+    }
+
+    fn __repr__(&self) -> String {
+        let p = &self.inner;
+        format!(
+            "Policy({:?}, {:?}, Algorithm.{}, limit={}, window_ms={})",
+            p.namespace(),
+            p.resource(),
+            p.algorithm().as_str().to_uppercase(),
+            p.limit(),
+            p.window_ms()
+        )
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let p = &slf.get().inner;
+        let args = (
+            p.namespace(),
+            p.resource(),
+            p.algorithm().as_str(),
+            p.limit(),
+            p.window_ms(),
+        )
+            .into_pyobject(slf.py())?;
+        Ok((slf.get_type(), args))
+    }
+}
+
+/// A script reply from redis-py: a list of five ints, parsed by core. A
+/// non-int element reaches core as NaN, so that core names it.
+fn parse_reply(reply: &Bound<'_, PyAny>) -> core::Result<core::Decision> {
+    let malformed = |what: String| {
+        core::Error::new(
+            core::ErrorCode::MalformedReply,
+            format!("script reply {what}; expected an array of five integers"),
+        )
+    };
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = reply.cast::<pyo3::types::PyList>() {
+        list.iter().collect()
+    } else if let Ok(tuple) = reply.cast::<PyTuple>() {
+        tuple.iter().collect()
+    } else {
+        return Err(malformed(format!("is a {}", type_name(reply))));
+    };
+    let ints: Option<Vec<i64>> = items
+        .iter()
+        .map(|item| {
+            if item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>() {
+                item.extract::<i64>().ok()
+            } else {
+                None
+            }
+        })
+        .collect();
+    match ints {
+        Some(ints) => core::Decision::from_reply(&ints),
+        None => {
+            let doubles: Vec<f64> = items
+                .iter()
+                .map(|item| match item.extract::<i64>() {
+                    Ok(n) if item.is_instance_of::<PyInt>() && !item.is_instance_of::<PyBool>() => {
+                        n as f64
+                    }
+                    _ => f64::NAN,
+                })
+                .collect();
+            core::Decision::from_f64_reply(&doubles)
+        }
+    }
+}
+
+/// What a check answered (immutable). Times are milliseconds.
+#[pyclass(module = "slidelimit", frozen, eq, hash)]
+#[derive(PartialEq, Eq, Hash)]
+struct Decision(core::Decision);
+
+#[pymethods]
+impl Decision {
+    #[new]
+    #[pyo3(signature = (allowed, remaining, retry_after_ms, reset_after_ms, now_ms))]
+    fn new(
+        py: Python<'_>,
+        allowed: &Bound<'_, PyAny>,
+        remaining: &Bound<'_, PyAny>,
+        retry_after_ms: &Bound<'_, PyAny>,
+        reset_after_ms: &Bound<'_, PyAny>,
+        now_ms: &Bound<'_, PyAny>,
+    ) -> PyResult<Self> {
+        // For tests and fakes: the same consistency rules as a reply.
+        let reply = (|| {
+            let allowed = allowed.cast::<PyBool>().map_err(|_| {
+                core::Error::invalid(
+                    "allowed",
+                    format!("must be a bool, got {}", type_name(allowed)),
+                )
+            })?;
+            let as_i64 = |field, obj| {
+                int_arg(field, obj).and_then(|n| {
+                    i64::try_from(n).map_err(|_| core::Error::invalid(field, "must be below 2^63"))
+                })
+            };
+            core::Decision::from_reply(&[
+                i64::from(allowed.is_true()),
+                as_i64("remaining", remaining)?,
+                as_i64("retry_after_ms", retry_after_ms)?,
+                as_i64("reset_after_ms", reset_after_ms)?,
+                as_i64("now_ms", now_ms)?,
+            ])
+        })();
+        reply.py_err(py).map(Decision)
+    }
+
+    #[getter]
+    fn allowed(&self) -> bool {
+        self.0.allowed
+    }
+    #[getter]
+    fn remaining(&self) -> u64 {
+        self.0.remaining
+    }
+    #[getter]
+    fn retry_after_ms(&self) -> u64 {
+        self.0.retry_after_ms
+    }
+    #[getter]
+    fn reset_after_ms(&self) -> u64 {
+        self.0.reset_after_ms
+    }
+    #[getter]
+    fn now_ms(&self) -> u64 {
+        self.0.now_ms
+    }
+    /// `retry_after_ms` as a `datetime.timedelta`.
+    #[getter]
+    fn retry_after<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        timedelta_ms(py, self.0.retry_after_ms)
+    }
+    /// `reset_after_ms` as a `datetime.timedelta`.
+    #[getter]
+    fn reset_after<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        timedelta_ms(py, self.0.reset_after_ms)
+    }
+
+    fn __repr__(&self) -> String {
+        let d = &self.0;
+        format!(
+            "Decision(allowed={}, remaining={}, retry_after_ms={}, reset_after_ms={}, now_ms={})",
+            if d.allowed { "True" } else { "False" },
+            d.remaining,
+            d.retry_after_ms,
+            d.reset_after_ms,
+            d.now_ms
+        )
+    }
+
+    fn __reduce__<'py>(
+        slf: &Bound<'py, Self>,
+    ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let d = slf.get().0;
+        let args = (
+            d.allowed,
+            d.remaining,
+            d.retry_after_ms,
+            d.reset_after_ms,
+            d.now_ms,
+        )
+            .into_pyobject(slf.py())?;
+        Ok((slf.get_type(), args))
+    }
+}
+
+fn timedelta_ms(py: Python<'_>, ms: u64) -> PyResult<Bound<'_, PyAny>> {
+    // timedelta(days, seconds, microseconds, milliseconds)
+    registered(py)?.timedelta.bind(py).call1((0, 0, 0, ms))
+}
+
+/// Core's in-memory engine: the scripts' semantics without Redis.
+#[pyclass(module = "slidelimit._core", frozen)]
+struct MemoryEngine(core::MemoryEngine);
+
+#[pymethods]
+impl MemoryEngine {
+    #[new]
+    fn new() -> Self {
+        MemoryEngine(core::MemoryEngine::new())
+    }
+
+    /// One acquire or peek: `now_ms` is the caller's time (None: the
+    /// clock's); `clock_ms` is the engine's clock, which alone expires keys.
+    #[pyo3(signature = (policy, tenant, cost, now_ms, clock_ms, peek))]
+    #[allow(clippy::too_many_arguments)] // Python's arguments, one by one
+    fn check(
+        &self,
+        py: Python<'_>,
+        policy: &Policy,
+        tenant: &Bound<'_, PyAny>,
+        cost: &Bound<'_, PyAny>,
+        now_ms: Option<&Bound<'_, PyAny>>,
+        clock_ms: &Bound<'_, PyAny>,
+        peek: bool,
+    ) -> PyResult<Decision> {
+        let decision = (|| {
+            let tenant = str_arg("tenant", tenant)?;
+            let cost = int_arg("cost", cost)?;
+            let now_ms = opt_int_arg("now_ms", now_ms)?;
+            let clock_ms = int_arg("clock", clock_ms)?;
+            self.0
+                .check(&policy.inner, &tenant, cost, now_ms, clock_ms, mode(peek))
+        })();
+        decision.py_err(py).map(Decision)
+    }
+
+    /// Forgets `tenant` under `policy`; True if anything was recorded.
+    fn reset(&self, py: Python<'_>, policy: &Policy, tenant: &Bound<'_, PyAny>) -> PyResult<bool> {
+        str_arg("tenant", tenant)
+            .and_then(|t| self.0.reset(&policy.inner, &t))
+            .py_err(py)
+    }
+}
+
+/// The Cluster slot of a key (Redis's CRC16 rule).
+#[pyfunction]
+fn slot(py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
+    str_arg("key", key).map(|k| core::slot(&k)).py_err(py)
+}
+
+/// Core's table for an error reply to a command that is no script call (DEL).
+#[pyfunction]
+fn _command_error<'py>(py: Python<'py>, reply: &str) -> PyResult<Bound<'py, PyAny>> {
+    error_object(py, &core::map_command_error(reply))
+}
+
+/// Core's rule for a per-call timeout in milliseconds; returns it unchanged.
+#[pyfunction]
+fn check_timeout_ms(py: Python<'_>, timeout_ms: &Bound<'_, PyAny>) -> PyResult<u64> {
+    int_arg("timeout_ms", timeout_ms)
+        .and_then(core::check_timeout_ms)
+        .py_err(py)
+}
+
+/// What a denied decision's retry_after_ms adds to the wait histogram.
+#[pyfunction]
+fn wait_seconds(retry_after_ms: u64) -> f64 {
+    core::wait_seconds(retry_after_ms)
+}
+
+/// Called once by `slidelimit/__init__.py`: `errors` maps each core code to
+/// its exception class; every code must have one.
+#[pyfunction]
+fn _register(
+    py: Python<'_>,
+    errors: &Bound<'_, PyDict>,
+    algorithm: Py<PyAny>,
+    timedelta: Py<PyAny>,
+) -> PyResult<()> {
+    let mut classes = Vec::new();
+    for code in core::ErrorCode::ALL {
+        let cls = errors
+            .get_item(code.as_str())?
+            .ok_or_else(|| PyRuntimeError::new_err(format!("no exception class for {code}")))?;
+        classes.push(cls.cast_into::<PyType>()?.unbind());
+    }
+    // A second import (importlib.reload) keeps the first registration.
+    let _ = REGISTERED.set(
+        py,
+        Registered {
+            errors: classes,
+            algorithm,
+            timedelta,
+        },
+    );
+    Ok(())
+}
+
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("VERSION", core::VERSION)?;
+    m.add("DEFAULT_NAMESPACE", core::DEFAULT_NAMESPACE)?;
+    m.add("DEFAULT_ALGORITHM", core::DEFAULT_ALGORITHM.as_str())?;
+    m.add(
+        "ALGORITHMS",
+        [core::Algorithm::SlidingLog, core::Algorithm::SlidingCounter].map(|a| a.as_str()),
+    )?;
+    m.add("ERROR_CODES", core::ErrorCode::ALL.map(|c| c.as_str()))?;
+    m.add("MAX_TENANT_BYTES", core::MAX_TENANT_BYTES)?;
+    m.add("METRIC_ALLOWED_TOTAL", core::METRIC_ALLOWED_TOTAL)?;
+    m.add("METRIC_ALLOWED_TOTAL_HELP", core::METRIC_ALLOWED_TOTAL_HELP)?;
+    m.add("METRIC_DENIED_TOTAL", core::METRIC_DENIED_TOTAL)?;
+    m.add("METRIC_DENIED_TOTAL_HELP", core::METRIC_DENIED_TOTAL_HELP)?;
+    m.add("METRIC_WAIT_SECONDS", core::METRIC_WAIT_SECONDS)?;
+    m.add("METRIC_WAIT_SECONDS_HELP", core::METRIC_WAIT_SECONDS_HELP)?;
+    m.add("COUNTER_LABELS", core::COUNTER_LABELS)?;
+    m.add(
+        "COUNTER_LABELS_WITH_TENANT",
+        core::COUNTER_LABELS_WITH_TENANT,
+    )?;
+    m.add("WAIT_LABELS", core::WAIT_LABELS)?;
+    m.add("WAIT_BUCKETS", core::WAIT_BUCKETS)?;
+    m.add_class::<Policy>()?;
+    m.add_class::<Decision>()?;
+    m.add_class::<MemoryEngine>()?;
+    m.add_function(wrap_pyfunction!(slot, m)?)?;
+    m.add_function(wrap_pyfunction!(_command_error, m)?)?;
+    m.add_function(wrap_pyfunction!(check_timeout_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(wait_seconds, m)?)?;
+    m.add_function(wrap_pyfunction!(_register, m)?)?;
+    Ok(())
+}

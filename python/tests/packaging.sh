@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The packaging test: python/tests/packaging.sh DIST_DIR (under scripts/with-redis.sh).
+# Installs the built abi3 wheel into a fresh venv outside the repository and
+# checks it against Redis from there; then builds a wheel from the sdist
+# (what pip does on a platform without a wheel) and checks that one too.
+set -euo pipefail
+dist="$(cd "${1:?usage: $0 DIST_DIR}" && pwd)"
+repo="$(cd "$(dirname "$0")/../.." && pwd)"
+: "${SLIDELIMIT_TEST_REDIS_URL:?run under scripts/with-redis.sh}"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+wheel=$(ls "$dist"/slidelimit-*.whl)
+sdist=$(ls "$dist"/slidelimit-*.tar.gz)
+
+check() { # VENV: the installed package, from outside the repository
+  (cd "$work" && "$1/bin/python" -I - "$repo" <<'PY'
+import os, sys
+import slidelimit, redis
+from slidelimit import Algorithm, Limiter, Policy
+repo = sys.argv[1]
+here = os.path.dirname(slidelimit.__file__)
+assert not here.startswith(repo + os.sep), f"imported from the repository: {here}"
+for name in ("py.typed", "_core.pyi"):
+    assert os.path.exists(os.path.join(here, name)), f"{name} is not installed"
+url = os.environ["SLIDELIMIT_TEST_REDIS_URL"]
+policy = Policy("rl", "packaging", Algorithm.SLIDING_LOG, limit=1, window_ms=60_000)
+limiter = Limiter.from_url(url, policy)
+first, second = limiter.acquire("t"), limiter.acquire("t")
+assert first.allowed and not second.allowed and second.retry_after_ms > 0, (first, second)
+assert redis.Redis.from_url(url).pttl(limiter.key("t")) > 0
+limiter.reset("t")
+try:
+    limiter.acquire("t", cost=True)
+except slidelimit.InvalidArgument as e:
+    assert e.field == "cost"
+else:
+    raise AssertionError("cost=True was accepted")
+print(f"packaging: slidelimit {slidelimit.__version__} from {here}: ok")
+PY
+  )
+}
+
+python3 -m venv "$work/venv"
+"$work/venv/bin/pip" install --quiet "$wheel"
+check "$work/venv"
+
+# From the sdist: pip builds it with maturin in an isolated environment. The
+# Rust build is cached in .tmp/ so that a rerun only links.
+python3 -m venv "$work/venv-sdist"
+CARGO_TARGET_DIR="$repo/.tmp/python/sdist-target" \
+  "$work/venv-sdist/bin/pip" install --quiet "$sdist"
+check "$work/venv-sdist"

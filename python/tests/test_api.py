@@ -1,0 +1,236 @@
+"""The public API without I/O: policy, decision, errors, memory engine."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import pickle
+
+import pytest
+
+import slidelimit
+from slidelimit import (
+    Algorithm,
+    AsyncLimiter,
+    Decision,
+    Error,
+    InvalidArgument,
+    Limiter,
+    Policy,
+    _core,
+)
+
+LOG = Algorithm.SLIDING_LOG
+COUNTER = Algorithm.SLIDING_COUNTER
+
+
+def policy(limit: int = 3, window_ms: int = 1000, algorithm: Algorithm = LOG) -> Policy:
+    return Policy("rl", "geocode", algorithm, limit=limit, window_ms=window_ms)
+
+
+def test_the_issue_example_builds_the_documented_key() -> None:
+    p = Policy("rl", "geocode", Algorithm.SLIDING_LOG, limit=600, window_ms=60_000)
+    assert (p.namespace, p.resource, p.limit, p.window_ms) == ("rl", "geocode", 600, 60_000)
+    assert p.algorithm is Algorithm.SLIDING_LOG
+    # docs/protocol.md: <namespace>:{<resource>:<tenant>}:<tag>:<window_ms>
+    assert p.key("t-1") == "rl:{geocode:t-1}:log:60000"
+    assert policy(algorithm=COUNTER).key("a b{}") == "rl:{geocode:a%20b%7B%7D}:counter:1000"
+    assert Limiter.memory(p).key("t-1") == p.key("t-1")
+
+
+def test_algorithms_and_defaults_are_cores() -> None:
+    assert [a.value for a in Algorithm] == list(_core.ALGORITHMS)
+    assert slidelimit.DEFAULT_ALGORITHM is Algorithm.SLIDING_LOG
+    assert slidelimit.DEFAULT_NAMESPACE == "rl"
+    # A plain str names an algorithm too (Algorithm is a str enum).
+    assert Policy("rl", "g", "sliding_counter", 1, 1).algorithm is COUNTER
+
+
+def test_policy_is_immutable_comparable_and_picklable() -> None:
+    p = policy()
+    with pytest.raises(AttributeError):
+        p.limit = 5  # type: ignore[misc]
+    assert p == policy() and hash(p) == hash(policy())
+    assert p != policy(limit=4)
+    assert pickle.loads(pickle.dumps(p)) == p
+    assert repr(p) == 'Policy("rl", "geocode", Algorithm.SLIDING_LOG, limit=3, window_ms=1000)'
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"namespace": ""}, "namespace"),
+        ({"namespace": "a:b"}, "namespace"),
+        ({"namespace": 7}, "namespace"),
+        ({"resource": "x" * 65}, "resource"),
+        ({"resource": b"geo"}, "resource"),
+        ({"resource": "g\udc80"}, "resource"),
+        ({"algorithm": "fixed"}, "algorithm"),
+        ({"algorithm": None}, "algorithm"),
+        ({"limit": 0}, "limit"),
+        ({"limit": True}, "limit"),
+        ({"limit": 3.0}, "limit"),
+        ({"limit": -1}, "limit"),
+        ({"limit": 2**64}, "limit"),
+        ({"limit": 2**63}, "limit"),
+        ({"limit": 10_001}, "limit"),
+        ({"window_ms": 0}, "window_ms"),
+        ({"window_ms": "1000"}, "window_ms"),
+        ({"window_ms": 2**70}, "window_ms"),
+    ],
+)
+def test_bad_policies_name_the_field(kwargs: dict[str, object], field: str) -> None:
+    args: dict[str, object] = {
+        "namespace": "rl",
+        "resource": "geo",
+        "algorithm": LOG,
+        "limit": 3,
+        "window_ms": 1000,
+    }
+    args.update(kwargs)
+    with pytest.raises(InvalidArgument) as info:
+        Policy(**args)  # type: ignore[arg-type]
+    assert info.value.field == field
+    assert info.value.message.startswith(f"{field}: ")
+    assert isinstance(info.value, ValueError)
+    assert str(info.value) == f"invalid_argument: {info.value.message}"
+
+
+# Each is refused by the binding before any I/O (tests/test_redis.py checks
+# that no key is written).
+BAD_CALLS = [
+    ({"tenant": 17}, "tenant", "must be a str, got int"),
+    ({"tenant": b"t-1"}, "tenant", "must be a str, got bytes"),
+    ({"tenant": None}, "tenant", "must be a str, got NoneType"),
+    ({"tenant": ""}, "tenant", "must not be empty"),
+    ({"tenant": "x" * 513}, "tenant", "at most 512"),
+    ({"tenant": "t-\ud800"}, "tenant", "unpaired surrogate"),
+    ({"tenant": "t-\udfff-x"}, "tenant", "unpaired surrogate"),
+    ({"cost": True}, "cost", "must be an int, got bool"),
+    ({"cost": False}, "cost", "must be an int, got bool"),
+    ({"cost": 1.0}, "cost", "must be an int, got float"),
+    ({"cost": "1"}, "cost", "must be an int, got str"),
+    ({"cost": -1}, "cost", "must not be negative"),
+    ({"cost": 0}, "cost", "must be at least 1"),
+    ({"cost": 4}, "cost", "exceeds the limit 3"),
+    ({"cost": 2**63}, "cost", "exceeds the limit"),
+    ({"cost": 2**64}, "cost", "at most 2^64 - 1"),
+    ({"now_ms": 2**52 + 1}, "now_ms", "at most 2^52"),
+    ({"now_ms": 2**63}, "now_ms", "at most 2^52"),
+    ({"now_ms": -5}, "now_ms", "must not be negative"),
+    ({"now_ms": 1.5e3}, "now_ms", "must be an int, got float"),
+    ({"now_ms": True}, "now_ms", "must be an int, got bool"),
+]
+
+
+@pytest.mark.parametrize(("bad", "field", "words"), BAD_CALLS)
+def test_bad_calls_on_memory_raise_invalid_argument(
+    bad: dict[str, object], field: str, words: str
+) -> None:
+    limiter = Limiter.memory(policy(), clock=lambda: 10_000)
+    args: dict[str, object] = {"tenant": "t-1", "cost": 1, "now_ms": 5_000}
+    args.update(bad)
+    for call in (
+        lambda: limiter.acquire_at(args["tenant"], args["now_ms"], args["cost"]),  # type: ignore[arg-type]
+        lambda: limiter.peek(args["tenant"], args["cost"], args["now_ms"]),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InvalidArgument) as info:
+            call()
+        assert info.value.field == field
+        assert words in info.value.message, info.value.message
+    # Nothing was recorded: a good call still sees the whole budget.
+    assert limiter.acquire_at("t-1", 5_000).remaining == 2
+
+
+def test_errors_one_class_per_core_code() -> None:
+    classes = [c for c in vars(slidelimit).values() if isinstance(c, type) and issubclass(c, Error)]
+    codes = sorted(c.code for c in classes if c is not Error)
+    assert codes == sorted(_core.ERROR_CODES)
+    for cls in classes:
+        assert issubclass(cls, Exception)
+    assert issubclass(InvalidArgument, ValueError)
+    assert not issubclass(slidelimit.Unavailable, ValueError)
+
+
+def test_decision_is_frozen_with_timedeltas() -> None:
+    limiter = Limiter.memory(policy(limit=1), clock=lambda: 50_000)
+    first = limiter.acquire("t")
+    assert (first.allowed, first.remaining, first.retry_after_ms, first.now_ms) == (
+        True,
+        0,
+        0,
+        50_000,
+    )
+    assert first.retry_after == datetime.timedelta(0)
+    denied = limiter.acquire_at("t", 50_250)
+    assert not denied.allowed
+    assert denied.retry_after_ms == 750
+    assert denied.retry_after == datetime.timedelta(milliseconds=750)
+    assert denied.reset_after == datetime.timedelta(milliseconds=denied.reset_after_ms)
+    with pytest.raises(AttributeError):
+        denied.allowed = True  # type: ignore[misc]
+    with pytest.raises((AttributeError, TypeError)):
+        dataclasses.replace(denied, allowed=True)  # type: ignore[type-var]
+    assert pickle.loads(pickle.dumps(denied)) == denied
+    assert hash(denied) == hash(Decision(False, 0, 750, denied.reset_after_ms, 50_250))
+    # A Decision made by hand obeys the rules of a reply.
+    with pytest.raises(slidelimit.MalformedReply):
+        Decision(False, 0, 0, 0, 0)
+
+
+def test_memory_clock_is_the_server_time() -> None:
+    now = [1_000]
+    limiter = Limiter.memory(policy(limit=2, window_ms=1000), clock=lambda: now[0])
+    assert limiter.acquire("t").allowed
+    assert limiter.acquire("t").allowed
+    d = limiter.acquire("t")
+    assert (d.allowed, d.retry_after_ms, d.now_ms) == (False, 1000, 1000)
+    assert limiter.peek("t").remaining == 0
+    now[0] = 2_001
+    assert limiter.acquire("t").remaining == 1
+    # A peek answers what an acquire would: the permit it would take counts.
+    assert limiter.peek("t").remaining == 0
+    limiter.reset("t")
+    assert limiter.peek("t").remaining == 1
+
+
+def test_memory_clock_must_return_an_int() -> None:
+    limiter = Limiter.memory(policy(), clock=lambda: 1.5)  # type: ignore[arg-type,return-value]
+    with pytest.raises(InvalidArgument) as info:
+        limiter.acquire("t")
+    assert info.value.field == "clock"
+    with pytest.raises(TypeError):
+        Limiter.memory(policy(), clock=5)  # type: ignore[arg-type]
+
+
+def test_limiters_refuse_what_is_no_policy() -> None:
+    with pytest.raises(TypeError):
+        Limiter.memory("rl:geo")  # type: ignore[arg-type]
+
+
+def test_timeouts_follow_cores_rule() -> None:
+    for bad in (0, -1, 2**31, 1.5, True):
+        with pytest.raises(InvalidArgument) as info:
+            Limiter.from_url("redis://127.0.0.1:1/", policy(), timeout_ms=bad)  # type: ignore[arg-type]
+        assert info.value.field == "timeout_ms"
+    assert slidelimit.check_timeout_ms(2**31 - 1) == 2**31 - 1
+
+
+def test_slot_is_the_cluster_rule() -> None:
+    # The Redis Cluster specification: "123456789" hashes to 0x31C3.
+    assert slidelimit.slot("123456789") == 0x31C3 % 16384
+    assert slidelimit.slot("{123456789}.x") == slidelimit.slot("123456789")
+
+
+async def test_async_memory_has_the_same_methods() -> None:
+    limiter = AsyncLimiter.memory(policy(limit=1), clock=lambda: 7_000)
+    d = await limiter.acquire("t")
+    assert d.allowed and d.now_ms == 7_000
+    assert not (await limiter.acquire_at("t", 7_001)).allowed
+    assert (await limiter.peek("t")).remaining == 0
+    await limiter.reset("t")
+    assert (await limiter.peek("t")).allowed
+    other = limiter.with_policy(policy(limit=2, algorithm=COUNTER))
+    assert (await other.acquire("t")).remaining == 1
+    with pytest.raises(InvalidArgument):
+        await limiter.acquire("t", cost=True)

@@ -1,0 +1,205 @@
+"""slidelimit.celery with a real Celery worker process on a real Redis
+broker (acks_late): deferrals are no retries."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from celery import Celery
+
+import slidelimit
+from slidelimit import Algorithm, Limiter, Policy
+from slidelimit.celery import RateLimited, rate_limited
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def worker(redis_url: str) -> Iterator[Any]:
+    os.environ["SLIDELIMIT_CELERY_RESOURCE"] = "celery-" + uuid.uuid4().hex[:8]
+    sys.path.insert(0, HERE)
+    import celery_app
+
+    celery_app.records().flushdb()
+    env = dict(os.environ, PYTHONPATH=HERE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "celery_app",
+            "worker",
+            "-E",
+            "-c",
+            "2",
+            "--without-heartbeat",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "warning",
+        ],
+        cwd=HERE,
+        env=env,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not celery_app.app.control.ping(timeout=0.5):
+            assert proc.poll() is None, "the worker exited"
+            assert time.monotonic() < deadline, "the worker did not answer a ping"
+        yield celery_app
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        celery_app.records().flushdb()
+
+
+class Events:
+    """Every event the worker sends, captured by a real event receiver."""
+
+    def __init__(self, app: Celery) -> None:
+        self.app = app
+        self.seen: list[dict[str, Any]] = []
+        self.ready = threading.Event()
+        self.stop = False
+        threading.Thread(target=self.capture, daemon=True).start()
+        assert self.ready.wait(10)
+
+    def capture(self) -> None:
+        with self.app.connection() as conn:
+            receiver = self.app.events.Receiver(conn, handlers={"*": self.seen.append})
+            self.ready.set()
+            while not self.stop:
+                try:
+                    receiver.capture(limit=None, timeout=0.5, wakeup=False)
+                except (TimeoutError, OSError):
+                    pass
+                except Exception:  # socket.timeout from kombu on an idle second
+                    pass
+
+    def of(self, task_id: str) -> list[str]:
+        return [e["type"] for e in self.seen if e.get("uuid") == task_id]
+
+
+def test_denied_tasks_defer_without_retries(worker: Any) -> None:
+    events = Events(worker.app)
+    time.sleep(0.5)
+    results = [worker.geocode.delay(n, "key-1") for n in range(4)]
+    other = worker.geocode.delay(10, "key-2")
+    assert [r.get(timeout=60) for r in results] == [0, 2, 4, 6]
+    assert other.get(timeout=60) == 20
+    time.sleep(1.0)  # the last events
+    events.stop = True
+    r = worker.records()
+    deferred_most = 0
+    for result in [*results, other]:
+        runs = [x.decode() for x in r.lrange(f"runs:{result.id}", 0, -1)]
+        body = [x.decode() for x in r.lrange(f"body:{result.id}", 0, -1)]
+        # The body ran exactly once, on the last run, with retries still 0.
+        assert len(body) == 1, (result.id, body)
+        assert body[0] == runs[-1]
+        retries = [run.split(":")[0] for run in runs]
+        deferrals = [int(run.split(":")[1]) for run in runs]
+        assert set(retries) == {"0"}, runs
+        assert deferrals == list(range(len(runs))), runs
+        deferred_most = max(deferred_most, len(runs) - 1)
+        kinds = events.of(result.id)
+        assert "task-retried" not in kinds and "task-failed" not in kinds, kinds
+        assert kinds.count("task-succeeded") == 1, kinds
+        assert result.state == "SUCCESS"
+    # Four tasks on one key at 1 per 700 ms: the last waited through several.
+    assert deferred_most >= 3
+
+
+def test_an_expires_before_the_next_chance_revokes(worker: Any) -> None:
+    first = worker.short_lived.delay()
+    assert first.get(timeout=30) == "ran"
+    sent = time.monotonic()
+    late = worker.short_lived.apply_async(expires=2.0)
+    while late.state not in ("REVOKED", "SUCCESS", "FAILURE"):
+        time.sleep(0.05)
+        assert time.monotonic() - sent < 10
+    # Revoked by slidelimit at once, not by Celery when the 2 s passed.
+    assert late.state == "REVOKED"
+    assert time.monotonic() - sent < 1.9
+    assert worker.records().llen(f"body:{late.id}") == 0
+
+
+def eager_app() -> Celery:
+    app = Celery("eager", broker="memory://", backend="cache+memory://")
+    app.conf.task_always_eager = True
+    return app
+
+
+def test_eager_mode_raises_instead_of_recursing() -> None:
+    app = eager_app()
+    limiter = Limiter.memory(
+        Policy("rl", "eager", Algorithm.SLIDING_LOG, limit=1, window_ms=60_000)
+    )
+    ran: list[int] = []
+
+    @app.task(bind=True)
+    @rate_limited(limiter, tenant="t")
+    def job(self: Any, n: int) -> int:
+        ran.append(n)
+        return n
+
+    assert job.delay(1).get() == 1
+    with pytest.raises(RateLimited) as info:
+        job.apply(args=(2,)).get()
+    assert info.value.decision.retry_after_ms > 0
+    assert ran == [1]
+
+
+def test_unavailable_redis_runs_or_fails_as_told() -> None:
+    app = eager_app()
+    policy = Policy("rl", "down", Algorithm.SLIDING_LOG, limit=1, window_ms=1_000)
+    down = Limiter.from_url("redis://127.0.0.1:1/", policy, timeout_ms=200)
+
+    @app.task(bind=True)
+    @rate_limited(down, tenant="t", on_unavailable="run")
+    def fail_open(self: Any) -> str:
+        return "ran"
+
+    @app.task(bind=True)
+    @rate_limited(down, tenant="t", on_unavailable="fail")
+    def fail_closed(self: Any) -> str:
+        return "ran"
+
+    assert fail_open.apply().get() == "ran"
+    with pytest.raises(slidelimit.Unavailable):
+        fail_closed.apply().get()
+
+
+def test_options_are_checked() -> None:
+    limiter = Limiter.memory(Policy("rl", "x", Algorithm.SLIDING_LOG, limit=1, window_ms=1))
+    for bad in (
+        {"on_unavailable": "retry"},
+        {"max_deferrals": -1},
+        {"jitter_ms": 1.5},
+        {"tenant": 5},
+    ):
+        options: dict[str, Any] = {"tenant": "t", **bad}
+        with pytest.raises(slidelimit.InvalidArgument) as info:
+            rate_limited(limiter, **options)
+        assert info.value.field == next(iter(bad))
+
+
+def test_an_outage_defers_with_backoff_up_to_the_cap(worker: Any) -> None:
+    result = worker.during_outage.delay()
+    with pytest.raises(Exception) as info:
+        result.get(timeout=30)
+    assert type(info.value).__name__ == "DeferralLimitExceeded"
+    assert "deferred 2 times" in str(info.value)
+    runs = [x.decode() for x in worker.records().lrange(f"runs:{result.id}", 0, -1)]
+    # Three runs (two deferrals), retries never moved, the body never ran.
+    assert runs == ["0:0", "0:1", "0:2"]
+    assert worker.records().llen(f"body:{result.id}") == 0

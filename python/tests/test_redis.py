@@ -1,0 +1,283 @@
+"""The binding on a real Redis (scripts/with-redis.sh): sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import prometheus_client
+import pytest
+import redis
+import redis.asyncio
+from test_api import BAD_CALLS
+
+import slidelimit
+from slidelimit import Algorithm, AsyncLimiter, InvalidArgument, Limiter, Policy
+from slidelimit.metrics import PrometheusMetrics
+
+ALGORITHMS = [Algorithm.SLIDING_LOG, Algorithm.SLIDING_COUNTER]
+
+
+def calls_of(r: redis.Redis, command: str) -> int:
+    stats = r.info("commandstats").get(f"cmdstat_{command}")
+    return int(stats["calls"]) if stats else 0
+
+
+def keys_of(r: redis.Redis, resource: str) -> list[bytes]:
+    return list(r.scan_iter(match=f"*{resource}*"))
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_acquire_on_server_time(
+    redis_url: str, r: redis.Redis, resource: str, algorithm: Algorithm
+) -> None:
+    limiter = Limiter(r, Policy("rl", resource, algorithm, limit=3, window_ms=60_000))
+    before = time.time_ns() // 1_000_000
+    got = [limiter.acquire("t-1") for _ in range(4)]
+    after = time.time_ns() // 1_000_000
+    assert [d.allowed for d in got] == [True, True, True, False]
+    assert [d.remaining for d in got] == [2, 1, 0, 0]
+    for d in got:
+        # Redis TIME on this host's loopback server: the same clock.
+        assert before - 5 <= d.now_ms <= after + 5
+    assert got[3].retry_after_ms > 0
+    key = limiter.key("t-1")
+    assert r.exists(key) and 0 < r.pttl(key) <= 120_000
+    assert limiter.peek("t-1").remaining == 0
+    limiter.reset("t-1")
+    assert not r.exists(key)
+    assert limiter.acquire("t-1", cost=3).allowed
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_caller_time_decides_as_the_memory_engine(
+    r: redis.Redis, resource: str, algorithm: Algorithm
+) -> None:
+    policy = Policy("rl", resource, algorithm, limit=5, window_ms=1_000)
+    on_redis = Limiter(r, policy)
+    memory = Limiter.memory(policy, clock=lambda: 1_000)
+    steps = [
+        (1_000, 1),
+        (1_100, 2),
+        (1_200, 2),
+        (1_500, 1),
+        (1_999, 1),
+        (2_000, 3),
+        (2_700, 2),
+        (3_100, 5),
+    ]
+    for now, cost in steps:
+        assert on_redis.peek("t", cost, now) == memory.peek("t", cost, now)
+        assert on_redis.acquire_at("t", now, cost) == memory.acquire_at("t", now, cost)
+    on_redis.reset("t")
+
+
+def test_noscript_sends_eval_once_on_the_same_client(r: redis.Redis, resource: str) -> None:
+    limiter = Limiter(r, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=10, window_ms=60_000))
+    limiter.acquire("t")
+    r.script_flush()
+    evals, evalshas = calls_of(r, "eval"), calls_of(r, "evalsha")
+    d = limiter.acquire("t")
+    assert (d.allowed, d.remaining) == (True, 8)
+    assert (calls_of(r, "eval") - evals, calls_of(r, "evalsha") - evalshas) == (1, 1)
+    # The EVAL loaded the script: the next check is one EVALSHA again.
+    limiter.acquire("t")
+    assert (calls_of(r, "eval") - evals, calls_of(r, "evalsha") - evalshas) == (1, 2)
+    limiter.reset("t")
+
+
+@pytest.mark.parametrize(("bad", "field", "words"), BAD_CALLS)
+def test_bad_input_writes_nothing(
+    r: redis.Redis, resource: str, bad: dict[str, object], field: str, words: str
+) -> None:
+    limiter = Limiter(r, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=3, window_ms=1_000))
+    args: dict[str, object] = {"tenant": "t-1", "cost": 1, "now_ms": 5_000}
+    args.update(bad)
+    scripts = calls_of(r, "evalsha") + calls_of(r, "eval")
+    with pytest.raises(InvalidArgument) as info:
+        limiter.acquire_at(args["tenant"], args["now_ms"], args["cost"])  # type: ignore[arg-type]
+    assert info.value.field == field and words in info.value.message
+    if field != "now_ms":
+        with pytest.raises(InvalidArgument):
+            limiter.acquire(args["tenant"], args["cost"])  # type: ignore[arg-type]
+    if field == "tenant":
+        with pytest.raises(InvalidArgument):
+            limiter.reset(args["tenant"])  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            limiter.key(args["tenant"])  # type: ignore[arg-type]
+    # Refused before any I/O: no script ran, no key exists.
+    assert calls_of(r, "evalsha") + calls_of(r, "eval") == scripts
+    assert keys_of(r, resource) == []
+
+
+def test_wrongtype_names_the_key(r: redis.Redis, resource: str) -> None:
+    limiter = Limiter(
+        r, Policy("rl", resource, Algorithm.SLIDING_COUNTER, limit=3, window_ms=1_000)
+    )
+    key = limiter.key("t")
+    r.set(key, "not slidelimit's", px=60_000)
+    with pytest.raises(slidelimit.WrongType) as info:
+        limiter.acquire("t")
+    assert key in info.value.message and "sliding_counter" in info.value.message
+    r.delete(key)
+
+
+def refused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Silent:
+    """A TCP server that accepts and never answers: a hung Redis."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        try:
+            while True:
+                self.held.append(self.sock.accept()[0])
+        except OSError:
+            pass
+
+    def close(self) -> None:
+        self.sock.close()
+        for c in self.held:
+            c.close()
+
+
+@pytest.fixture
+def silent() -> Iterator[Silent]:
+    server = Silent()
+    yield server
+    server.close()
+
+
+def test_unreachable_and_hung_redis_are_unavailable(silent: Silent, resource: str) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=3, window_ms=1_000)
+    refused = Limiter.from_url(f"redis://127.0.0.1:{refused_port()}/", policy, timeout_ms=300)
+    with pytest.raises(slidelimit.Unavailable) as info:
+        refused.acquire("t")
+    assert info.value.message.startswith("redis unavailable: ")
+    with pytest.raises(slidelimit.Unavailable):
+        refused.reset("t")
+    hung = Limiter.from_url(f"redis://127.0.0.1:{silent.port}/", policy, timeout_ms=300)
+    for call in (
+        lambda: hung.acquire("t"),
+        lambda: hung.peek("t"),
+        lambda: hung.acquire_at("t", 5),
+    ):
+        started = time.monotonic()
+        with pytest.raises(slidelimit.Unavailable):
+            call()
+        # One timeout, no retry after it.
+        assert time.monotonic() - started < 0.9
+
+
+def test_metrics_count_acquires_with_cores_names(r: redis.Redis, resource: str) -> None:
+    registry = prometheus_client.CollectorRegistry()
+    metrics = PrometheusMetrics(registry, tenant_label=True)
+    limiter = Limiter(
+        r, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=2, window_ms=60_000), metrics=metrics
+    )
+    for _ in range(3):
+        limiter.acquire("t")
+    limiter.peek("t")  # counts nothing
+    labels = {"resource": resource, "tenant": "t"}
+    assert registry.get_sample_value("ratelimit_allowed_total", labels) == 2
+    assert registry.get_sample_value("ratelimit_denied_total", labels) == 1
+    count = registry.get_sample_value("ratelimit_wait_seconds_count", {"resource": resource})
+    assert count == 1
+    text = prometheus_client.generate_latest(registry).decode()
+    assert "# HELP ratelimit_allowed_total Acquires allowed by the rate limiter." in text
+    buckets = [
+        line for line in text.splitlines() if line.startswith("ratelimit_wait_seconds_bucket")
+    ]
+    les = [line.split('le="')[1].split('"')[0] for line in buckets]
+    assert les == [str(b) for b in slidelimit.metrics.WAIT_BUCKETS] + ["+Inf"]
+    assert les[0] == "0.001" and les[-2] == "600.0"
+    limiter.reset("t")
+
+
+def test_with_policy_shares_the_client(r: redis.Redis, resource: str) -> None:
+    a = Limiter(r, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=1, window_ms=60_000))
+    b = a.with_policy(Policy("rl", resource, Algorithm.SLIDING_COUNTER, limit=1, window_ms=60_000))
+    assert a.acquire("t").allowed and b.acquire("t").allowed
+    assert not a.acquire("t").allowed and not b.acquire("t").allowed
+    a.reset("t")
+    b.reset("t")
+
+
+async def test_async_acquire_noscript_and_errors(
+    redis_url: str, r: redis.Redis, resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=3, window_ms=60_000)
+    async with AsyncLimiter.from_url(redis_url, policy) as limiter:
+        got = await asyncio.gather(*(limiter.acquire("t") for _ in range(5)))
+        assert sorted(d.allowed for d in got) == [False, False, True, True, True]
+        r.script_flush()
+        evals = calls_of(r, "eval")
+        assert (await limiter.peek("t")).remaining == 0
+        assert calls_of(r, "eval") == evals + 1
+        await limiter.reset("t")
+        assert (await limiter.acquire_at("t", 1_000, cost=3)).allowed
+        with pytest.raises(InvalidArgument):
+            await limiter.acquire("t", cost=4)
+        await limiter.reset("t")
+    assert keys_of(r, resource) == []
+
+
+async def test_async_unavailable(silent: Silent, resource: str) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=3, window_ms=1_000)
+    refused = AsyncLimiter.from_url(f"redis://127.0.0.1:{refused_port()}/", policy, timeout_ms=300)
+    with pytest.raises(slidelimit.Unavailable):
+        await refused.acquire("t")
+    hung = AsyncLimiter.from_url(f"redis://127.0.0.1:{silent.port}/", policy, timeout_ms=300)
+    started = time.monotonic()
+    with pytest.raises(slidelimit.Unavailable):
+        await hung.acquire("t")
+    assert time.monotonic() - started < 0.9
+    await refused.aclose()
+    await hung.aclose()
+
+
+def test_error_replies_reach_core_as_sent_whatever_redis_py_kept() -> None:
+    """redis-py strips a known prefix into the exception's class; from 8 on
+    it also keeps it in status_code, before 8 (the last for Python 3.9 is
+    7.0) it does not. Either way core must see the reply as sent."""
+    from redis.exceptions import MovedError, NoScriptError, ResponseError
+
+    from slidelimit._limiter import _server_text
+
+    cases = [
+        (
+            NoScriptError("No matching script. Please use EVAL."),
+            "NOSCRIPT No matching script. Please use EVAL.",
+        ),
+        (MovedError("3999 127.0.0.1:7001"), "MOVED 3999 127.0.0.1:7001"),
+        (
+            ResponseError("slidelimit invalid_argument cost: must be at least 1"),
+            "ERR slidelimit invalid_argument cost: must be at least 1",
+        ),
+        (ResponseError("WRONGTYPE Operation against a key"), "WRONGTYPE Operation against a key"),
+        (
+            ResponseError("BUSY Redis is busy running a script."),
+            "BUSY Redis is busy running a script.",
+        ),
+    ]
+    for error, sent in cases:
+        error.status_code = None  # as redis-py 7 raises it
+        assert _server_text(error) == sent
+    with_code = NoScriptError("No matching script.", status_code="NOSCRIPT")
+    assert _server_text(with_code) == "NOSCRIPT No matching script."
+    assert _server_text(redis.exceptions.TimeoutError("Timeout reading")) is None

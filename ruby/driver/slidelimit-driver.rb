@@ -1,0 +1,324 @@
+# frozen_string_literal: true
+
+# The Ruby driver of docs/driver.md: the gem's public API behind JSON lines
+# on stdin and stdout, for the shared conformance, audit and fault harnesses.
+# It decides nothing: what it prints is what the gem returned or raised.
+# drivers/ruby launches it.
+
+$LOAD_PATH.unshift(File.expand_path("../lib", __dir__))
+require "json"
+require "slidelimit"
+require "connection_pool"
+
+module SlidelimitDriver
+  # A request the driver cannot read; answered with {"error":"protocol"}.
+  class ProtocolError < StandardError; end
+
+  TYPES = {
+    string: ->(v) { v.is_a?(String) },
+    number: ->(v) { v.is_a?(Numeric) },
+    array: ->(v) { v.is_a?(Array) },
+  }.freeze
+
+  # Threads of a `load` share one limiter and take connections from a pool.
+  # A redis-rb Cluster client loads the slot map and COMMAND table when made
+  # (about 0.15 s of CPU each), so the Cluster pool is smaller; each client
+  # still has one call in flight at a time.
+  POOL_SIZE = 64
+  CLUSTER_POOL_SIZE = 2
+
+  OK = '{"ok":true}'
+
+  module_function
+
+  # The field's value, or nil when absent (null counts as absent).
+  def field(req, name, type, required: false)
+    v = req[name]
+    if v.nil?
+      raise ProtocolError, "#{req['op']}: #{name} is required" if required
+
+      return nil
+    end
+    raise ProtocolError, "#{req['op']}: #{name} must be a JSON #{type}" unless TYPES.fetch(type).call(v)
+
+    v
+  end
+
+  def decision_line(d)
+    %({"allowed":#{d.allowed? ? 'true' : 'false'},"remaining":#{d.remaining},) +
+      %("retry_after_ms":#{d.retry_after_ms},"reset_after_ms":#{d.reset_after_ms},"now_ms":#{d.now_ms}})
+  end
+
+  def error_line(e)
+    JSON.generate({ "error" => e.code.to_s, "field" => e.field, "message" => e.message })
+  end
+
+  def ssl_params(url, ca_file)
+    return {} unless ca_file || url.to_s.start_with?("rediss://")
+
+    params = { verify_mode: OpenSSL::SSL::VERIFY_PEER }
+    params[:ca_file] = ca_file if ca_file
+    { ssl: true, ssl_params: params }
+  end
+
+  # A store: the memory engine, or a lazily filled pool of redis-rb clients
+  # made by Slidelimit.redis (the gem's own timeout setting).
+  def open_store(req)
+    kind = field(req, "kind", :string, required: true)
+    timeout_ms = field(req, "timeout_ms", :number)
+    ca_file = field(req, "tls_ca_file", :string)
+    options = timeout_ms.nil? ? {} : { timeout_ms: timeout_ms }
+    case kind
+    when "memory"
+      { engine: Slidelimit::MemoryEngine.new }
+    when "redis"
+      url = field(req, "url", :string, required: true)
+      options.merge!(ssl_params(url, ca_file))
+      # Core's check of timeout_ms runs now; the clients connect lazily.
+      Slidelimit.check_timeout_ms(timeout_ms) unless timeout_ms.nil?
+      { pool: ConnectionPool.new(size: POOL_SIZE) { Slidelimit.redis(url: url, **options) }, pool_size: POOL_SIZE }
+    when "cluster"
+      urls = field(req, "urls", :array, required: true)
+      unless !urls.empty? && urls.all? { |u| u.is_a?(String) }
+        raise ProtocolError, "store: urls must be a non-empty list of strings"
+      end
+
+      options.merge!(ssl_params(urls[0], ca_file))
+      Slidelimit.check_timeout_ms(timeout_ms) unless timeout_ms.nil?
+      { pool: ConnectionPool.new(size: CLUSTER_POOL_SIZE) { Slidelimit.redis(cluster: urls, **options) },
+        pool_size: CLUSTER_POOL_SIZE }
+    else
+      raise ProtocolError, "store: kind must be memory, redis or cluster, got #{kind.inspect}"
+    end
+  end
+
+  def close_store(store)
+    return unless store
+
+    store[:pool]&.shutdown(&:close)
+    store[:engine]&.close
+  end
+
+  def build_limiter(store, req)
+    policy = {
+      namespace: field(req, "namespace", :string),
+      resource: field(req, "resource", :string),
+      algorithm: field(req, "algorithm", :string),
+      limit: field(req, "limit", :number),
+      window_ms: field(req, "window_ms", :number),
+    }.compact
+    begin
+      policy = Slidelimit::Policy.new(**policy)
+    rescue ArgumentError => e
+      raise if e.is_a?(Slidelimit::Error)
+
+      # A required keyword left out (the gem has no default limit, resource
+      # or window): Ruby's own ArgumentError, reported as the field's.
+      missing = e.message[/missing keywords?: :?(\w+)/, 1]
+      raise unless missing
+
+      raise Slidelimit.invalid(missing, "is required")
+    end
+    return Slidelimit::Limiter.memory(policy, engine: store[:engine]) if store[:engine]
+
+    Slidelimit::Limiter.new(store[:pool], policy)
+  end
+
+  def now_ms
+    Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
+  end
+
+  def sleep_ms(ms)
+    sleep(ms / 1000.0) if ms.positive?
+  end
+
+  # How long a caller waits at now before it may call: 0 inside an active
+  # interval, else until the next one starts (or the run ends).
+  def idle_ms(active, end_at, now)
+    return 0 if active.nil?
+
+    upcoming = end_at
+    active.each do |from, to|
+      return 0 if from <= now && now < to
+
+      upcoming = from if from > now && from < upcoming
+    end
+    upcoming - now
+  end
+
+  # Makes the pool's clients before the run starts, so that no caller pays
+  # for a Cluster client's setup inside it. A failure here is left for the
+  # calls to report, as a user's first call would.
+  def warm(store, concurrency)
+    return unless store[:pool]
+
+    Array.new([concurrency, store[:pool_size]].min) do
+      Thread.new do
+        store[:pool].with { |_client| sleep 0.05 } # held, so each thread makes its own
+      rescue StandardError
+        nil
+      end
+    end.each(&:join)
+  end
+
+  def run_load(limiter, req, store)
+    lang = field(req, "lang", :string, required: true)
+    tenant = field(req, "tenant", :string, required: true)
+    cost = field(req, "cost", :number) || 1
+    concurrency = field(req, "concurrency", :number, required: true)
+    start_at = field(req, "start_at_ms", :number, required: true)
+    end_at = field(req, "end_at_ms", :number, required: true)
+    active = field(req, "active", :array)
+    ramp_ms = field(req, "ramp_ms", :number) || 0
+    jitter_ms = field(req, "jitter_ms", :number) || 0
+    out = field(req, "out", :string, required: true)
+    raise ProtocolError, "load: concurrency must be a positive integer" unless concurrency.is_a?(Integer) && concurrency >= 1
+    if active && !active.all? { |p| p.is_a?(Array) && p.length == 2 && p.all? { |t| t.is_a?(Numeric) } }
+      raise ProtocolError, "load: active must be a list of [from, to] pairs of numbers"
+    end
+
+    warm(store, concurrency)
+    threads = Array.new(concurrency) do
+      Thread.new do
+        rng = Random.new
+        lines = []
+        sleep_ms(start_at + rng.rand(0..ramp_ms) - now_ms)
+        loop do
+          now = now_ms
+          break if now >= end_at
+
+          idle = idle_ms(active, end_at, now)
+          if idle.positive?
+            sleep_ms(idle)
+            next
+          end
+          line = begin
+            d = limiter.acquire(tenant, cost: cost)
+            { "lang" => lang, "allowed" => d.allowed?, "now_ms" => d.now_ms, "retry_after_ms" => d.retry_after_ms }
+          rescue Slidelimit::Error => e
+            { "lang" => lang, "error" => e.code.to_s }
+          rescue StandardError => e
+            # Not a slidelimit error: a bug in the gem the harness must see.
+            warn "load: acquire raised #{e.class}: #{e.message}"
+            { "lang" => lang, "error" => "raised #{e.class}" }
+          end
+          lines << line
+          sleep_ms(rng.rand(0..jitter_ms))
+        end
+        lines
+      end
+    end
+    lines = threads.flat_map(&:value)
+    File.open(out, "w") { |f| lines.each { |l| f.write(JSON.generate(l), "\n") } }
+    errors = lines.count { |l| l.key?("error") }
+    JSON.generate({ "ok" => true, "calls" => lines.length, "errors" => errors })
+  end
+
+  class Session
+    def initialize
+      @store = nil
+      @limiter = nil
+      @policy_error = nil
+    end
+
+    def limiter
+      raise @policy_error if @policy_error
+      raise Slidelimit.invalid("policy", "no policy was given") unless @limiter
+
+      @limiter
+    end
+
+    def handle(req)
+      op = req["op"]
+      case op
+      when "hello"
+        JSON.generate({ "ok" => true, "binding" => "ruby", "version" => Slidelimit.core_version })
+      when "store"
+        store = SlidelimitDriver.open_store(req)
+        drop
+        @store = store
+        OK
+      when "policy"
+        raise Slidelimit.invalid("store", "no store was given") unless @store
+
+        @limiter&.close
+        @limiter = nil
+        @policy_error = nil
+        begin
+          @limiter = SlidelimitDriver.build_limiter(@store, req)
+          SlidelimitDriver.warm(@store, CLUSTER_POOL_SIZE) if @store[:pool_size] == CLUSTER_POOL_SIZE
+        rescue Slidelimit::Error => e
+          @policy_error = e
+          raise
+        end
+        OK
+      when "acquire"
+        SlidelimitDriver.decision_line(limiter.acquire(SlidelimitDriver.field(req, "tenant", :string, required: true),
+                                                       **cost(req)))
+      when "acquire_at"
+        SlidelimitDriver.decision_line(limiter.acquire_at(SlidelimitDriver.field(req, "tenant", :string, required: true),
+                                                          SlidelimitDriver.field(req, "now_ms", :number, required: true),
+                                                          **cost(req)))
+      when "peek"
+        now = SlidelimitDriver.field(req, "now_ms", :number)
+        SlidelimitDriver.decision_line(limiter.peek(SlidelimitDriver.field(req, "tenant", :string, required: true),
+                                                    now_ms: now, **cost(req)))
+      when "reset"
+        limiter.reset(SlidelimitDriver.field(req, "tenant", :string, required: true))
+        OK
+      when "key"
+        key = limiter.key(SlidelimitDriver.field(req, "tenant", :string, required: true))
+        JSON.generate({ "ok" => true, "key" => key, "slot" => Slidelimit.key_slot(key) })
+      when "load"
+        SlidelimitDriver.run_load(limiter, req, @store)
+      else
+        raise ProtocolError, "unknown op #{op.inspect}"
+      end
+    end
+
+    def cost(req)
+      c = SlidelimitDriver.field(req, "cost", :number)
+      c.nil? ? {} : { cost: c }
+    end
+
+    def drop
+      @limiter&.close
+      @limiter = nil
+      @policy_error = nil
+      SlidelimitDriver.close_store(@store)
+      @store = nil
+    end
+  end
+
+  def main
+    $stdout.sync = true
+    session = Session.new
+    $stdin.each_line do |line|
+      req = begin
+        JSON.parse(line)
+      rescue JSON::ParserError => e
+        puts JSON.generate({ "error" => "protocol", "message" => "bad JSON: #{e.message}" })
+        next
+      end
+      unless req.is_a?(Hash) && req["op"].is_a?(String)
+        puts JSON.generate({ "error" => "protocol", "message" => "a request is an object with a string op" })
+        next
+      end
+      if req["op"] == "exit"
+        puts OK
+        break
+      end
+      reply = begin
+        session.handle(req)
+      rescue ProtocolError => e
+        JSON.generate({ "error" => "protocol", "message" => e.message })
+      rescue Slidelimit::Error => e
+        error_line(e)
+      end
+      puts reply
+    end
+    session.drop
+  end
+end
+
+SlidelimitDriver.main if $PROGRAM_NAME == __FILE__

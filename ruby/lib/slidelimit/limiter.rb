@@ -1,0 +1,361 @@
+# frozen_string_literal: true
+
+require "redis"
+require "openssl"
+begin
+  require "connection_pool"
+rescue LoadError
+  # Optional: Limiter.new then takes a Redis client only.
+end
+
+module Slidelimit
+  # Checks one Policy on Redis (Limiter.new with a redis-rb client, standalone
+  # or `Redis.new(cluster: [...])`) or in memory (Limiter.memory). Safe to
+  # share between threads. #close frees its C memory at once; a finalizer
+  # frees it otherwise.
+  #
+  #   limiter = Slidelimit::Limiter.new(Redis.new, policy)
+  #   d = limiter.acquire("tenant-17")
+  #   d.allowed? ? call_the_api : sleep(d.retry_after)
+  class Limiter
+    attr_reader :policy, :redis
+
+    # redis: a Redis (redis-rb 4.x) client, standalone or
+    # `Redis.new(cluster: [...])`, or a ConnectionPool of them (so that
+    # threads do not queue on one connection). Its timeouts bound every call
+    # (see Slidelimit.redis). metrics: a Slidelimit::Metrics, or anything
+    # with observe(resource, tenant, decision).
+    def initialize(redis, policy, metrics: nil)
+      if defined?(::ConnectionPool) && redis.is_a?(::ConnectionPool)
+        @pool = redis
+      elsif !redis.is_a?(::Redis)
+        # Redis::Namespace and other wrappers would prefix the key core built
+        # and split the budget from every other language's workers.
+        raise Slidelimit.invalid("redis", "must be a Redis client (redis-rb) or a ConnectionPool of them, " \
+                                          "got #{redis.class}")
+      end
+
+      setup(policy, metrics)
+      @redis = redis
+      @calls = { Native::MODE_ACQUIRE => {}, Native::MODE_PEEK => {} }.freeze
+      alg = Policy.algorithm_value(policy.algorithm)
+      @scripts = {
+        Native::MODE_ACQUIRE => Limiter.script(alg, Native::MODE_ACQUIRE),
+        Native::MODE_PEEK => Limiter.script(alg, Native::MODE_PEEK),
+      }.freeze
+    end
+
+    # A Limiter on core's in-memory engine, with the same decisions as Redis
+    # (tests, single process). engine: a Slidelimit::MemoryEngine to share
+    # with other limiters (default: a new one, which #close frees). clock: a
+    # callable returning the time in ms since the epoch, the stand-in for
+    # Redis's clock (default: real time); it alone expires keys.
+    def self.memory(policy, engine: nil, clock: nil, metrics: nil)
+      if clock && !clock.respond_to?(:call)
+        raise Slidelimit.invalid("clock", "must respond to call, got #{clock.class}")
+      end
+      if engine && !engine.is_a?(MemoryEngine)
+        raise Slidelimit.invalid("engine", "must be a Slidelimit::MemoryEngine, got #{engine.class}")
+      end
+
+      limiter = allocate
+      limiter.send(:setup, policy, metrics)
+      limiter.send(:setup_memory, engine, clock || -> { Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond) })
+      limiter
+    end
+
+    # Takes cost permits for tenant (all or none) on Redis's clock.
+    def acquire(tenant, cost: 1)
+      check(tenant, cost, nil, Native::MODE_ACQUIRE, false)
+    end
+
+    # #acquire at the caller's time now_ms (tests, replays).
+    def acquire_at(tenant, now_ms, cost: 1)
+      check(tenant, cost, now_ms, Native::MODE_ACQUIRE, true)
+    end
+
+    # What #acquire would answer, recording nothing.
+    def peek(tenant, cost: 1, now_ms: nil)
+      check(tenant, cost, now_ms, Native::MODE_PEEK, !now_ms.nil?)
+    end
+
+    # Forgets everything recorded for tenant; true if anything was.
+    def reset(tenant)
+      if @memory
+        bytes = Core.utf8("tenant", tenant)
+        s = Core.scratch
+        removed = FFI::MemoryPointer.new(:bool)
+        @policy_handle.use do |p|
+          @memory.use do |m|
+            code = Native.slidelimit_memory_reset(m, p, bytes, bytes.bytesize, removed, s.msg, Native::MSG_CAP,
+                                                  s.msg_len, s.field)
+            Core.raise_failure(code, s) unless code == Native::RESULT_OK
+          end
+        end
+        return removed.read(:bool)
+      end
+
+      key = key(tenant)
+      begin
+        with_redis { |r| r.del(key) }.positive?
+      rescue ::Redis::CommandError => e
+        raise command_error(e)
+      rescue *CONNECTION_ERRORS => e
+        raise unavailable(e)
+      end
+    end
+
+    # The Redis key of tenant under the policy (core's format).
+    def key(tenant)
+      bytes = Core.utf8("tenant", tenant)
+      s = Core.scratch
+      @policy_handle.use do |p|
+        code = Native.slidelimit_policy_key(p, bytes, bytes.bytesize, s.buf, Native::CALL_BUF_MAX, s.used, nil,
+                                            s.msg, Native::MSG_CAP, s.msg_len, s.field)
+        Core.raise_failure(code, s) unless code == Native::RESULT_OK
+      end
+      s.buf.get_bytes(0, s.used.read(:size_t)).force_encoding(Encoding::UTF_8)
+    end
+
+    # Frees the C memory now (it does not close the Redis client). Later
+    # checks raise InvalidArgument ("limiter: is closed"). Idempotent.
+    def close
+      @policy_handle.close
+      @memory.close if @own_engine
+      nil
+    end
+
+    def closed?
+      @policy_handle.closed?
+    end
+
+    def memory?
+      !@memory.nil?
+    end
+
+    def inspect
+      "#<Slidelimit::Limiter #{memory? ? 'memory' : 'redis'} #{@policy.inspect}#{closed? ? ' closed' : ''}>"
+    end
+
+    # The text and SHA1 of one script, copied once from core's static memory.
+    def self.script(alg, mode)
+      text = static_bytes(:slidelimit_script_text, alg, mode)
+      sha = static_bytes(:slidelimit_script_sha1, alg, mode)
+      [sha.freeze, text.freeze].freeze
+    end
+
+    def self.static_bytes(function, alg, mode)
+      s = Core.scratch
+      code = Native.public_send(function, alg, mode, s.out, s.out2)
+      raise Slidelimit.error_for(code, "#{function} failed") unless code == Native::RESULT_OK
+
+      s.out.read_pointer.get_bytes(0, s.out2.read(:size_t)).force_encoding(Encoding::UTF_8)
+    end
+
+    # What the client raises when Redis cannot be reached or answer in time
+    # (error replies are Redis::CommandError, rescued before these).
+    # redis-rb 4.8's Cluster client raises Node::ReloadNeeded (no
+    # Redis::BaseError) when a MOVED names a node its reloaded map does not
+    # know yet, during a failover: the slot map is changing, so unavailable.
+    CONNECTION_ERRORS = [::Redis::BaseError, SystemCallError, IOError, OpenSSL::SSL::SSLError,
+                         ::Redis::Cluster::Node::ReloadNeeded,
+                         (::ConnectionPool::TimeoutError if defined?(::ConnectionPool::TimeoutError))].compact.freeze
+
+    private
+
+    def setup(policy, metrics)
+      raise Slidelimit.invalid("policy", "must be a Slidelimit::Policy, got #{policy.class}") unless policy.is_a?(Policy)
+      if metrics && !metrics.respond_to?(:observe)
+        raise Slidelimit.invalid("metrics", "must respond to observe(resource, tenant, decision)")
+      end
+
+      @policy = policy
+      @metrics = metrics
+      @policy_handle = Core::Handle.new(Policy.native_policy(policy), :slidelimit_policy_free)
+      @algorithm = Policy.algorithm_value(policy.algorithm)
+    end
+
+    def setup_memory(engine, clock)
+      @own_engine = engine.nil?
+      @memory = (engine || MemoryEngine.new).handle
+      @clock = clock
+    end
+
+    # Ruby's own type checks in core's order (tenant, cost, now_ms), so the
+    # field named is the one core would name first.
+    def check(tenant, cost, now, mode, caller_time)
+      bytes = Core.utf8("tenant", tenant)
+      Core.uint64("cost", cost)
+      Core.uint64("now_ms", now) if caller_time
+      decision = @memory ? check_memory(bytes, cost, now, mode) : check_redis(bytes, cost, now, mode)
+      @metrics.observe(@policy.resource, tenant, decision) if @metrics && mode == Native::MODE_ACQUIRE
+      decision
+    end
+
+    def check_memory(bytes, cost, now, mode)
+      s = Core.scratch
+      now_ptr = now.nil? ? nil : s.now.put_uint64(0, now)
+      clock = Core.uint64("clock", @clock.call)
+      @policy_handle.use do |p|
+        @memory.use do |m|
+          function = mode == Native::MODE_PEEK ? :slidelimit_memory_peek : :slidelimit_memory_acquire
+          code = Native.public_send(function, m, p, bytes, bytes.bytesize, cost, now_ptr, clock, s.decision,
+                                    s.msg, Native::MSG_CAP, s.msg_len, s.field)
+          Core.raise_failure(code, s) unless code == Native::RESULT_OK
+        end
+      end
+      Decision.from_native(s.decision)
+    end
+
+    # Core builds the call (key and ARGV) into the thread's scratch buffer.
+    def build_call(bytes, cost, now, mode)
+      s = Core.scratch
+      now_ptr = now.nil? ? nil : s.now.put_uint64(0, now)
+      @policy_handle.use do |p|
+        code = Native.slidelimit_policy_build_call_into(
+          p, bytes, bytes.bytesize, cost, now_ptr, mode, s.buf, Native::CALL_BUF_MAX,
+          s.lens, Native::CALL_PARTS_MAX, s.n_keys, s.n_parts, s.used, s.msg, Native::MSG_CAP, s.msg_len,
+          s.field
+        )
+        Core.raise_failure(code, s) unless code == Native::RESULT_OK
+      end
+      n_keys = s.n_keys.read(:size_t)
+      lens = s.lens.public_send(Native::GET_SIZE_T_ARRAY, 0, s.n_parts.read(:size_t))
+      all = s.buf.get_bytes(0, s.used.read(:size_t))
+      keys = []
+      argv = []
+      offset = 0
+      lens.each_with_index do |len, i|
+        (i < n_keys ? keys : argv) << all.byteslice(offset, len)
+        offset += len
+      end
+      [keys, argv]
+    end
+
+    # Calls core built for cost 1 on server time, per mode and tenant: the
+    # hot path asks core once per tenant, not once per check (a call depends
+    # on nothing else, and the policy never changes).
+    CALL_CACHE_MAX = 4096
+
+    def check_redis(bytes, cost, now, mode)
+      if cost == 1 && now.nil?
+        raise Slidelimit.invalid("limiter", "is closed") if @policy_handle.closed?
+
+        cache = @calls[mode]
+        call = cache[bytes]
+        unless call
+          call = build_call(bytes, cost, now, mode).freeze
+          cache.clear if cache.size >= CALL_CACHE_MAX
+          cache[bytes] = call
+        end
+        keys, argv = call
+      else
+        keys, argv = build_call(bytes, cost, now, mode)
+      end
+      sha, text = @scripts[mode]
+      reply = begin
+        eval_script(sha, text, keys, argv)
+      rescue *CONNECTION_ERRORS => e
+        # Error replies arrive mapped (a Slidelimit::Error); anything else the
+        # client raised (refused, reset, timed out) means Redis is unavailable,
+        # never a decision.
+        raise unavailable(e)
+      end
+      parse_reply(reply)
+    end
+
+    # EVALSHA, and on NOSCRIPT one EVAL with the same key, so on the same
+    # node (a restart, a failover, a Cluster node never used before). The
+    # script did not run on NOSCRIPT, so the retry cannot count twice.
+    def eval_script(sha, text, keys, argv)
+      with_redis do |redis|
+        redis.evalsha(sha, keys, argv)
+      rescue ::Redis::CommandError => e
+        retry_eval, error = map_script_error(e, keys[0], false)
+        raise error unless retry_eval
+
+        begin
+          redis.eval(text, keys, argv)
+        rescue ::Redis::CommandError => e2
+          raise map_script_error(e2, keys[0], true)[1]
+        end
+      end
+    end
+
+    def with_redis
+      return yield @redis unless @pool
+
+      @pool.with do |redis|
+        raise Slidelimit.invalid("redis", "the pool gave a #{redis.class}, not a Redis client") unless redis.is_a?(::Redis)
+
+        yield redis
+      end
+    end
+
+    # Core's table for an error reply to a script call on key.
+    def map_script_error(error, key, after_retry)
+      reply = error.message.b
+      out_cap = reply.bytesize + key.bytesize + Native::SERVER_ERROR_MESSAGE_EXTRA
+      out_msg = FFI::MemoryPointer.new(:uint8, out_cap)
+      action = FFI::MemoryPointer.new(:uint32)
+      code = FFI::MemoryPointer.new(:uint32)
+      s = Core.scratch
+      result = Native.slidelimit_server_error_map(reply, reply.bytesize, key, key.bytesize, @algorithm, after_retry,
+                                                  action, code, out_msg, out_cap, s.out2, s.out_field, s.msg,
+                                                  Native::MSG_CAP, s.msg_len, s.field)
+      Core.raise_failure(result, s) unless result == Native::RESULT_OK
+      return [true, nil] if action.read(:uint32) == Native::ACTION_RETRY_WITH_EVAL
+
+      message = out_msg.get_bytes(0, s.out2.read(:size_t)).force_encoding(Encoding::UTF_8)
+      [false, Slidelimit.error_for(code.read(:uint32), message, field: s.field_name(s.out_field), redis_error: error)]
+    end
+
+    # Core's table for an error reply to a command that is no script (DEL).
+    def command_error(error)
+      reply = error.message.b
+      out_cap = reply.bytesize + Native::SERVER_ERROR_MESSAGE_EXTRA
+      out_msg = FFI::MemoryPointer.new(:uint8, out_cap)
+      code = FFI::MemoryPointer.new(:uint32)
+      s = Core.scratch
+      result = Native.slidelimit_server_error_map_command(reply, reply.bytesize, code, out_msg, out_cap, s.out2,
+                                                          s.out_field)
+      return Slidelimit.error_for(result, "mapping the server error failed") unless result == Native::RESULT_OK
+
+      message = out_msg.get_bytes(0, s.out2.read(:size_t)).force_encoding(Encoding::UTF_8)
+      Slidelimit.error_for(code.read(:uint32), message, field: s.field_name(s.out_field), redis_error: error)
+    end
+
+    def unavailable(error)
+      message = case error
+                when ::Redis::TimeoutError then "Redis did not answer within the client's timeout"
+                when ::Redis::CannotConnectError, ::Redis::Cluster::InitialSetupError then "could not connect to Redis"
+                when ::Redis::Cluster::Node::ReloadNeeded then "the cluster's slot map is changing; retry"
+                when OpenSSL::SSL::SSLError then "the TLS connection to Redis failed"
+                else "the connection to Redis failed"
+                end
+      Unavailable.new("redis unavailable: #{message} (#{error.class}: #{error.message})", redis_error: error)
+    end
+
+    # Core parses the reply; the RESP types are this binding's business.
+    def parse_reply(reply)
+      raise MalformedReply, "script reply is #{reply.class}, not an array" unless reply.is_a?(Array)
+
+      n = reply.length
+      unless reply.all?(Integer)
+        i = reply.index { |item| !item.is_a?(Integer) }
+        raise MalformedReply, "script reply element #{i} is #{reply[i].class}, not an integer"
+      end
+      s = Core.scratch
+      # Longer replies are malformed; core says so from their length alone.
+      ptr = n <= 8 ? s.reply : FFI::MemoryPointer.new(:int64, n)
+      begin
+        ptr.put_array_of_int64(0, reply) if n.positive?
+      rescue RangeError
+        raise MalformedReply, "script reply has an integer beyond 64 bits: #{reply.inspect}"
+      end
+      code = Native.slidelimit_decision_from_reply(ptr, n, s.decision, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+      Core.raise_failure(code, s) unless code == Native::RESULT_OK
+      Decision.from_native(s.decision)
+    end
+  end
+end

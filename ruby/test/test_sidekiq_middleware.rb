@@ -1,0 +1,126 @@
+# frozen_string_literal: true
+
+require_relative "test_helper"
+require "json"
+require "sidekiq"
+require "slidelimit/sidekiq"
+
+Redis.sadd_returns_boolean = false
+
+# The middleware called directly, pushing to a real Redis; test_sidekiq.rb
+# runs it inside a real Sidekiq process.
+class TestSidekiqMiddleware < Minitest::Test
+  include TestHelper
+
+  def setup
+    @url = "#{redis_url.chomp('/')}/4"
+    @redis = Redis.new(url: @url)
+    @redis.flushdb
+    Sidekiq.configure_client { |config| config.redis = { url: @url } }
+    @now = 1_000.0
+    @middleware = Slidelimit::Sidekiq::Middleware.new(clock: -> { @now }, random: Random.new(1))
+  end
+
+  def teardown
+    @redis.flushdb
+    @redis.close
+  end
+
+  def worker_with(**options)
+    klass = Class.new do
+      include Sidekiq::Worker
+      include Slidelimit::Sidekiq::Limited
+    end
+    klass.slidelimit(**options)
+    klass.new
+  end
+
+  def job(extra = {})
+    { "class" => "SomeWorker", "queue" => "default", "args" => ["tenant-x", 7], "jid" => "abc123",
+      "retry" => true, "created_at" => 1.0 }.merge(extra)
+  end
+
+  def scheduled
+    @redis.zrange("schedule", 0, -1, with_scores: true).map { |payload, at| [JSON.parse(payload), at] }
+  end
+
+  def test_denied_job_goes_back_with_the_same_jid_and_no_retry
+    limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
+    worker = worker_with(limiter: limiter, tenant: ->(j) { j["args"][0] }, jitter_ms: 0)
+    ran = 0
+    @middleware.call(worker, job, "default") { ran += 1 }
+    assert_equal 1, ran
+    assert_nil @middleware.call(worker, job, "default") { ran += 1 }
+    assert_equal 1, ran, "the body must not run when denied"
+    (payload, at), = scheduled
+    assert_equal "abc123", payload["jid"]
+    assert_equal 1, payload["slidelimit_deferrals"]
+    refute payload.key?("retry_count")
+    assert_equal [7], payload["args"].drop(1)
+    assert_in_delta @now + 60.0, at, 0.001 # retry_after 60 s, no jitter
+  end
+
+  def test_jitter_is_added_within_its_bound
+    limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 1_000), clock: -> { 5_000 })
+    worker = worker_with(limiter: limiter, tenant: ->(_) { "t" }, jitter_ms: 500)
+    @middleware.call(worker, job, "default") { nil }
+    10.times { |i| @middleware.call(worker, job("jid" => "j#{i}"), "default") { flunk "ran" } }
+    ats = scheduled.map(&:last)
+    assert_equal 10, ats.size
+    ats.each { |at| assert_operator at, :>=, @now + 1.0 - 0.001 }
+    ats.each { |at| assert_operator at, :<=, @now + 1.5 + 0.001 }
+    assert_operator ats.uniq.size, :>, 1
+  end
+
+  def test_cap_on_deferrals_hands_over_to_sidekiq_retries
+    limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
+    worker = worker_with(limiter: limiter, tenant: ->(_) { "t" }, max_deferrals: 3)
+    @middleware.call(worker, job, "default") { nil }
+    e = assert_raises(Slidelimit::Sidekiq::DeferralLimitExceeded) do
+      @middleware.call(worker, job("slidelimit_deferrals" => 3), "default") { flunk "ran" }
+    end
+    assert_match(/deferred 3 times/, e.message)
+    assert_empty scheduled
+  end
+
+  def test_unavailable_defers_with_backoff_or_runs_by_choice
+    down = Slidelimit::Limiter.new(Slidelimit.redis(url: "redis://127.0.0.1:1/", timeout_ms: 200), policy)
+    defer = worker_with(limiter: down, tenant: ->(_) { "t" }, jitter_ms: 0, outage_backoff_ms: 100,
+                        outage_backoff_max_ms: 300)
+    [0, 1, 2, 3].each do |n|
+      @redis.del("schedule")
+      @middleware.call(defer, job("slidelimit_outage_deferrals" => n), "default") { flunk "ran" }
+      (payload, at), = scheduled
+      assert_equal n + 1, payload["slidelimit_outage_deferrals"]
+      assert_nil payload["slidelimit_deferrals"], "an outage is no rate-limit deferral"
+      assert_in_delta @now + ([100 * (2**n), 300].min / 1000.0), at, 0.001
+    end
+    capped = worker_with(limiter: down, tenant: ->(_) { "t" }, max_outage_deferrals: 2)
+    assert_raises(Slidelimit::Sidekiq::OutageLimitExceeded) do
+      @middleware.call(capped, job("slidelimit_outage_deferrals" => 2), "default") { flunk "ran" }
+    end
+    open = worker_with(limiter: down, tenant: ->(_) { "t" }, on_unavailable: :run)
+    ran = false
+    @middleware.call(open, job, "default") { ran = true }
+    assert ran, "on_unavailable: :run fails open"
+  end
+
+  def test_workers_without_a_limit_pass_through
+    plain = Class.new { include Sidekiq::Worker }.new
+    assert_equal :done, @middleware.call(plain, job, "default") { :done }
+  end
+
+  def test_config_errors_name_the_option
+    limiter = Slidelimit::Limiter.memory(policy)
+    {
+      { limiter: :nope, tenant: ->(_) { "t" } } => "limiter",
+      { limiter: limiter, tenant: "t" } => "tenant",
+      { limiter: limiter, tenant: ->(_) { "t" }, cost: 1.5 } => "cost",
+      { limiter: limiter, tenant: ->(_) { "t" }, on_unavailable: :maybe } => "on_unavailable",
+      { limiter: limiter, tenant: ->(_) { "t" }, max_deferrals: -1 } => "max_deferrals",
+    }.each do |options, field|
+      e = assert_raises(Slidelimit::InvalidArgument, options.inspect) { Slidelimit::Sidekiq::Config.new(**options) }
+      assert_equal field, e.field
+    end
+  end
+end
