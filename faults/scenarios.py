@@ -175,7 +175,7 @@ def restart_between_calls(ctx):
         errors += 1
         time.sleep(0.05)
     # The call made while the server was down may still run once it is back
-    # (ioredis's offline queue: docs/node.md), counted once at most: an
+    # (ioredis's offline queue: docs/compatibility.md, the Node binding), counted once at most: an
     # over-count by its cost, never an under-count.
     first = expect_decision(ctx, reply, f"first server-time call on the empty server ({errors} errors first)",
                             allowed=True)

@@ -57,6 +57,7 @@ node-typecheck: node-deps
 # three replicas); with-cluster.sh wraps with-ttl-check.sh so that the TTL
 # check SCANs the Cluster's masters too.
 test-node: deps node-build node-deps node-typecheck
+	$(CARGO) test --quiet -p slidelimit-js-glue shells  # no fn body in both shells
 	cd node && SLIDELIMIT_IMPL=native ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \
 	  node --test $(NODE_TEST_FILES)
 	cd node && SLIDELIMIT_IMPL=wasm ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \

@@ -7,7 +7,7 @@ command -v redis-server >/dev/null || need+=(redis-server)
 command -v redis-cli >/dev/null || need+=(redis-tools)
 command -v valgrind >/dev/null || need+=(valgrind)
 command -v cc >/dev/null || need+=(gcc)
-# The TLS fault test (rust/tests/faults.rs) makes its CA and certificates with openssl.
+# faults/run's tls scenario and the TLS tests (rust/ and cli/ tests/faults.rs, go/, node/) make certificates with openssl.
 command -v openssl >/dev/null || need+=(openssl)
 # PostgreSQL for the River tests (go/scripts/with-postgres.sh); Debian keeps its binaries off PATH.
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null || need+=(postgresql)

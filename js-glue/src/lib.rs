@@ -13,8 +13,13 @@
 //! - an error is core's code, the field at fault (if any) and the message,
 //!   which the shells put on a JS `Error` as `code`, `field` and `message`;
 //!   `node/lib/errors.js` only picks the matching `SlidelimitError` subclass.
+//!
+//! What the shells would write alike even so (getters, one-call functions) is
+//! written once in [`shared_exports!`], which each expands with its attribute.
 
 use slidelimit_core as sl;
+
+mod shells;
 
 /// A core error as JS receives it: the properties of the thrown `Error`.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -59,31 +59,6 @@ impl Policy {
             .map_err(to_js)
     }
 
-    #[wasm_bindgen(getter)]
-    pub fn namespace(&self) -> String {
-        self.inner.namespace()
-    }
-
-    #[wasm_bindgen(getter)]
-    pub fn resource(&self) -> String {
-        self.inner.resource()
-    }
-
-    #[wasm_bindgen(getter)]
-    pub fn algorithm(&self) -> String {
-        self.inner.algorithm()
-    }
-
-    #[wasm_bindgen(getter)]
-    pub fn limit(&self) -> f64 {
-        self.inner.limit()
-    }
-
-    #[wasm_bindgen(getter = windowMs)]
-    pub fn window_ms(&self) -> f64 {
-        self.inner.window_ms()
-    }
-
     /// The Redis key of `tenant`.
     pub fn key(&self, tenant: &str) -> Result<String, JsValue> {
         self.inner.key(tenant).map_err(to_js)
@@ -101,12 +76,6 @@ impl Policy {
         self.inner
             .build_call(tenant, cost, now_ms, peek)
             .map_err(to_js)
-    }
-
-    /// The Lua source for EVAL after a NOSCRIPT.
-    #[wasm_bindgen(js_name = scriptText)]
-    pub fn script_text(&self, peek: bool) -> String {
-        self.inner.script_text(peek)
     }
 
     /// Core's server-error table: null means send the same call once as
@@ -149,38 +118,10 @@ pub fn map_command_error(reply: &str) -> JsValue {
     to_js(glue::map_command_error(reply))
 }
 
-/// Every error code core defines, in numeric order.
-#[wasm_bindgen(js_name = errorCodes)]
-pub fn error_codes() -> Vec<String> {
-    glue::error_codes()
-}
-
-/// Core's defaults and metric names as JSON (`glue::constants_json`).
-#[wasm_bindgen(js_name = constantsJson)]
-pub fn constants_json() -> String {
-    glue::constants_json()
-}
-
-#[wasm_bindgen]
-pub fn version() -> String {
-    glue::version()
-}
-
 /// Checks the limiter's per-call timeout in ms; returns it unchanged.
 #[wasm_bindgen(js_name = checkTimeoutMs)]
 pub fn check_timeout_ms(timeout_ms: f64) -> Result<f64, JsValue> {
     glue::check_timeout_ms(timeout_ms).map_err(to_js)
-}
-
-#[wasm_bindgen(js_name = escapeTenant)]
-pub fn escape_tenant(tenant: &str) -> String {
-    glue::escape_tenant(tenant)
-}
-
-/// Cluster slot of a key.
-#[wasm_bindgen]
-pub fn slot(key: &str) -> u32 {
-    glue::slot(key)
 }
 
 /// Core's in-memory engine: same decisions as Redis, no server.
@@ -192,11 +133,6 @@ pub struct MemoryEngine {
 
 #[wasm_bindgen]
 impl MemoryEngine {
-    #[wasm_bindgen(constructor)]
-    pub fn new() -> MemoryEngine {
-        MemoryEngine::default()
-    }
-
     /// Acquires `cost` permits. `now_ms` is the caller's time (absent: decide
     /// at `clock_ms`); `clock_ms` is the real clock, passed on every call: it
     /// alone expires keys, as Redis's PEXPIRE runs on the server's clock.
@@ -233,9 +169,8 @@ impl MemoryEngine {
     pub fn reset(&self, policy: &Policy, tenant: &str) -> Result<bool, JsValue> {
         self.inner.reset(&policy.inner, tenant).map_err(to_js)
     }
-
-    #[wasm_bindgen(getter = keyCount)]
-    pub fn key_count(&self) -> u32 {
-        self.inner.key_count()
-    }
 }
+
+// The getters and one-call functions both shells have (js-glue/src/shells.rs);
+// after the structs, as the napi shell must have it.
+glue::shared_exports!(wasm_bindgen);

@@ -308,8 +308,10 @@ func (d *driver) opStore(r *request) (string, error) {
 		if !ok || len(raw) == 0 {
 			return "", r.wrong("urls", "a non-empty list of strings")
 		}
-		cluster := &redis.ClusterOptions{ContextTimeoutEnabled: true, MaxRetries: -1, DialerRetries: 1,
-			PoolSize: poolSize}
+		// go-redis's own retries stay on for a Cluster: they are how a call
+		// caught in a failover reaches the slot's new master (without them
+		// the audit's failover run surfaced hundreds of unavailable errors).
+		cluster := &redis.ClusterOptions{ContextTimeoutEnabled: true, PoolSize: poolSize}
 		for i, u := range raw {
 			url, ok := u.(string)
 			if !ok {

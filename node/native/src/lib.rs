@@ -108,31 +108,6 @@ impl Policy {
             .map_err(|e| to_js(env, e))
     }
 
-    #[napi(getter)]
-    pub fn namespace(&self) -> String {
-        self.inner.namespace()
-    }
-
-    #[napi(getter)]
-    pub fn resource(&self) -> String {
-        self.inner.resource()
-    }
-
-    #[napi(getter)]
-    pub fn algorithm(&self) -> String {
-        self.inner.algorithm()
-    }
-
-    #[napi(getter)]
-    pub fn limit(&self) -> f64 {
-        self.inner.limit()
-    }
-
-    #[napi(getter)]
-    pub fn window_ms(&self) -> f64 {
-        self.inner.window_ms()
-    }
-
     /// The Redis key of `tenant`.
     #[napi(catch_unwind)]
     pub fn key(&self, env: &Env, tenant: String) -> Result<String> {
@@ -152,12 +127,6 @@ impl Policy {
         self.inner
             .build_call(&tenant, cost, now_ms, peek)
             .map_err(|e| to_js(env, e))
-    }
-
-    /// The Lua source for EVAL after a NOSCRIPT.
-    #[napi]
-    pub fn script_text(&self, peek: bool) -> String {
-        self.inner.script_text(peek)
     }
 
     /// Core's server-error table: null means send the same call once as
@@ -225,38 +194,10 @@ pub fn parse_reply_values(env: &Env, values: Vec<Unknown<'_>>) -> Result<Decisio
         .map_err(|e| to_js(env, e))
 }
 
-/// Every error code core defines, in numeric order.
-#[napi]
-pub fn error_codes() -> Vec<String> {
-    glue::error_codes()
-}
-
-/// Core's defaults and metric names as JSON (`glue::constants_json`).
-#[napi]
-pub fn constants_json() -> String {
-    glue::constants_json()
-}
-
-#[napi]
-pub fn version() -> String {
-    glue::version()
-}
-
 /// Checks the limiter's per-call timeout in ms; returns it unchanged.
 #[napi(catch_unwind)]
 pub fn check_timeout_ms(env: &Env, timeout_ms: f64) -> Result<f64> {
     glue::check_timeout_ms(timeout_ms).map_err(|e| to_js(env, e))
-}
-
-#[napi]
-pub fn escape_tenant(tenant: String) -> String {
-    glue::escape_tenant(&tenant)
-}
-
-/// Cluster slot of a key.
-#[napi]
-pub fn slot(key: String) -> u32 {
-    glue::slot(&key)
 }
 
 /// Core's in-memory engine: same decisions as Redis, no server.
@@ -268,11 +209,6 @@ pub struct MemoryEngine {
 
 #[napi]
 impl MemoryEngine {
-    #[napi(constructor)]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
     /// Acquires `cost` permits. `now_ms` is the caller's time (absent: decide
     /// at `clock_ms`); `clock_ms` is the real clock, passed on every call: it
     /// alone expires keys, as Redis's PEXPIRE runs on the server's clock.
@@ -316,9 +252,8 @@ impl MemoryEngine {
             .reset(&policy.inner, &tenant)
             .map_err(|e| to_js(env, e))
     }
-
-    #[napi(getter)]
-    pub fn key_count(&self) -> u32 {
-        self.inner.key_count()
-    }
 }
+
+// The getters and one-call functions both shells have (js-glue/src/shells.rs);
+// after the structs, which napi must have seen before their impl blocks.
+glue::shared_exports!(napi);
