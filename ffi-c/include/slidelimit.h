@@ -34,6 +34,11 @@
 #define SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA 256
 
 /**
+ * How many `uint64_t` words `slidelimit_decision_words_from_reply` writes.
+ */
+#define SLIDELIMIT_DECISION_WORDS 5
+
+/**
  * The result of every fallible function. Values are stable and never reused:
  * 1..=7 are core's error codes with the same numbers in every binding; 100 and
  * up are errors of the C boundary itself (a misuse by the caller).
@@ -482,6 +487,16 @@ slidelimit_result slidelimit_server_error_map(const uint8_t *reply, size_t reply
  * SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA` bytes hold the message).
  */
 slidelimit_result slidelimit_server_error_map_command(const uint8_t *reply, size_t reply_len, slidelimit_result *out_code, uint8_t *out_message, size_t out_message_cap, size_t *out_message_len, struct slidelimit_field *out_field);
+
+/**
+ * `slidelimit_decision_from_reply` with the decision written as
+ * `SLIDELIMIT_DECISION_WORDS` words to `out_words`, in this order: allowed
+ * (1 or 0), remaining, retry_after_ms, reset_after_ms, now_ms, so a binding
+ * reads it back in one go. No message buffer: on a failure (the same code
+ * for the same reply, out_words untouched), call
+ * `slidelimit_decision_from_reply` for core's message and field.
+ */
+slidelimit_result slidelimit_decision_words_from_reply(const int64_t *reply, size_t reply_len, uint64_t *out_words);
 
 /**
  * Makes an empty in-memory engine in `*out_memory` (release it with

@@ -22,6 +22,8 @@
 //! - [`policy`]: algorithms, policies, keys and slots, the timeout rule;
 //! - [`call`]: scripts, building a call (as a handle or into caller
 //!   buffers), parsing replies, mapping server errors;
+//! - [`words`]: flat forms of results for bindings where each crossing
+//!   costs (the decision as plain words);
 //! - [`memory`]: the in-memory engine;
 //! - [`metrics`]: core's metric names, help texts, labels and buckets;
 //! - [`defaults`]: core's policy defaults (namespace, algorithm).
@@ -39,6 +41,8 @@ pub mod result;
 pub mod policy;
 
 pub mod call;
+
+pub mod words;
 
 pub mod memory;
 

@@ -521,6 +521,24 @@ static void test_replies(void) {
   CHECK(slidelimit_decision_from_reply(allowed, 5, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
 
+  /* The same decisions as plain words; refusals leave the words alone. */
+  uint64_t words[SLIDELIMIT_DECISION_WORDS];
+  CHECK(slidelimit_decision_words_from_reply(allowed, 5, words) == SLIDELIMIT_RESULT_OK);
+  CHECK(words[0] == 1 && words[1] == 2 && words[2] == 0 && words[3] == 1000 && words[4] == 5000);
+  CHECK(slidelimit_decision_words_from_reply(denied, 5, words) == SLIDELIMIT_RESULT_OK);
+  CHECK(words[0] == 0 && words[1] == 0 && words[2] == 250 && words[3] == 900 && words[4] == 5000);
+  memset(words, 0x5A, sizeof words);
+  uint64_t words_before[SLIDELIMIT_DECISION_WORDS];
+  memcpy(words_before, words, sizeof words);
+  CHECK(slidelimit_decision_words_from_reply(bad_allowed, 5, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(negative, 5, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(zero_retry, 5, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(allowed, 4, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(NULL, 0, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(memcmp(words, words_before, sizeof words) == 0);
+  CHECK(slidelimit_decision_words_from_reply(NULL, 5, words) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_decision_words_from_reply(allowed, 5, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+
   slidelimit_server_error kind = 0;
   slidelimit_result code = SLIDELIMIT_RESULT_OK;
   CHECK(slidelimit_server_error_classify(S("NOSCRIPT No matching script."), &kind, &code) ==

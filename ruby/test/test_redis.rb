@@ -54,6 +54,59 @@ class TestRedis < Minitest::Test
     assert_equal "limiter", assert_raises(Slidelimit::InvalidArgument) { l.peek(t) }.field
   end
 
+  # #acquire looks the caller's String up before converting it: a String in
+  # another encoding with the same bytes is another tenant, and the same
+  # text in UTF-16 is the same tenant.
+  def test_reused_calls_follow_the_text_not_the_bytes
+    l = limiter(limit: 1, window_ms: 60_000)
+    t = tenant
+    utf8 = "#{t}-é"
+    latin1 = "#{t}-Ã©".encode(Encoding::ISO_8859_1)
+    assert_equal utf8.bytes, latin1.bytes
+    assert l.acquire(utf8).allowed?
+    refute l.acquire(utf8).allowed?
+    assert l.acquire(latin1).allowed?, "the Latin-1 tenant is #{latin1.encode(Encoding::UTF_8)}, not #{utf8}"
+    refute l.acquire(latin1).allowed?
+    refute l.acquire(utf8.encode(Encoding::UTF_16LE)).allowed?
+    assert_equal l.key("#{t}-Ã©"), l.key(latin1)
+  end
+
+  # A String subclass may redefine #hash and #eql?; the reused calls never
+  # ask it, and it shares the budget of the plain String.
+  class OddTenant < String
+    def hash
+      raise "hash called"
+    end
+
+    def eql?(_other)
+      raise "eql? called"
+    end
+  end
+
+  def test_string_subclass_tenant_is_not_hashed
+    l = limiter(limit: 2, window_ms: 60_000)
+    t = tenant
+    assert l.acquire(t).allowed?
+    assert l.acquire(OddTenant.new(t)).allowed?
+    refute l.acquire(OddTenant.new(t)).allowed?
+    refute l.acquire(t).allowed?
+    refute l.peek(OddTenant.new(t)).allowed?
+  end
+
+  # Metrics see every acquire, the reused-call ones included, and no peek.
+  def test_metrics_observe_every_acquire
+    seen = []
+    metrics = Object.new
+    metrics.define_singleton_method(:observe) { |resource, tenant, decision| seen << [resource, tenant, decision] }
+    l = Slidelimit::Limiter.new(@redis, policy(limit: 2, window_ms: 60_000), metrics: metrics)
+    t = tenant
+    decisions = Array.new(3) { l.acquire(t) }
+    l.peek(t)
+    assert_equal [[l.policy.resource, t, decisions[0]], [l.policy.resource, t, decisions[1]],
+                  [l.policy.resource, t, decisions[2]]], seen
+    assert_equal [true, true, false], seen.map { |_, _, d| d.allowed? }
+  end
+
   def test_acquire_at_peek_reset
     l = limiter(limit: 1, window_ms: 1000)
     t = tenant

@@ -60,6 +60,16 @@ class TestSidekiqMiddleware < Minitest::Test
     assert_in_delta @now + 60.0, at, 0.001 # retry_after 60 s, no jitter
   end
 
+  def test_a_denial_ends_an_outage_streak
+    limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
+    worker = worker_with(limiter: limiter, tenant: ->(j) { j["args"][0] }, jitter_ms: 0)
+    @middleware.call(worker, job, "default") {}
+    @middleware.call(worker, job("slidelimit_outage_deferrals" => 4), "default") { flunk "ran" }
+    (payload, _at), = scheduled
+    assert_equal 1, payload["slidelimit_deferrals"]
+    refute payload.key?("slidelimit_outage_deferrals"), "the limiter answered: the outage count starts again"
+  end
+
   def test_jitter_is_added_within_its_bound
     limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 1_000), clock: -> { 5_000 })
     worker = worker_with(limiter: limiter, tenant: ->(_) { "t" }, jitter_ms: 500)

@@ -13,7 +13,7 @@ module Slidelimit
     # filling one and reading it back.
     class Scratch
       attr_reader :buf, :lens, :n_keys, :n_parts, :used, :msg, :msg_len, :field,
-                  :out_field, :now, :reply, :decision, :slot, :out, :out2
+                  :out_field, :now, :reply, :decision, :words, :slot, :out, :out2
 
       def initialize
         @buf = FFI::MemoryPointer.new(:uint8, Native::CALL_BUF_MAX)
@@ -28,6 +28,7 @@ module Slidelimit
         @now = FFI::MemoryPointer.new(:uint64)
         @reply = FFI::MemoryPointer.new(:int64, 8)
         @decision = FFI::MemoryPointer.new(Native::DecisionStruct.size)
+        @words = FFI::MemoryPointer.new(:uint64, Native::DECISION_WORDS)
         @slot = FFI::MemoryPointer.new(:uint16)
         @out = FFI::MemoryPointer.new(:pointer)
         @out2 = FFI::MemoryPointer.new(:size_t)
@@ -48,8 +49,11 @@ module Slidelimit
       end
     end
 
+    # The fiber-local slot of the Scratch (read inline on the hot path).
+    SCRATCH = :__slidelimit_scratch
+
     def self.scratch
-      Thread.current[:__slidelimit_scratch] ||= Scratch.new
+      Thread.current[SCRATCH] ||= Scratch.new
     end
 
     # Raises the error of a failed C call, with core's message and field

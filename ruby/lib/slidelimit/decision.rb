@@ -55,6 +55,13 @@ module Slidelimit
       d.send(:fill, pointer.get_uint8(ALLOWED) != 0, remaining, retry_after, reset_after, now)
     end
 
+    # Reads the SLIDELIMIT_DECISION_WORDS words core wrote: allowed (1 or
+    # 0), then the four times and counts (one read).
+    def self.from_words(pointer)
+      allowed, remaining, retry_after, reset_after, now = pointer.get_array_of_uint64(0, Native::DECISION_WORDS)
+      allocate.send(:fill, allowed != 0, remaining, retry_after, reset_after, now)
+    end
+
     private def fill(allowed, remaining, retry_after_ms, reset_after_ms, now_ms)
       @allowed = allowed
       @remaining = remaining

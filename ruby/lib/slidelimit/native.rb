@@ -43,6 +43,7 @@ module Slidelimit
     CALL_PARTS_MAX = 8
     SERVER_ERROR_MESSAGE_EXTRA = 256
     MSG_CAP = 512
+    DECISION_WORDS = 5
 
     # ruby-ffi reads arrays by fixed width; size_t is one of these.
     GET_SIZE_T_ARRAY = FFI.type_size(:size_t) == 8 ? :get_array_of_uint64 : :get_array_of_uint32
@@ -95,6 +96,9 @@ module Slidelimit
                        pointer pointer pointer msg msg_cap msg_len field], :result
     attach_function :slidelimit_decision_from_reply,
                     %i[pointer size_t pointer msg msg_cap msg_len field], :result
+    # The hot path's form (ffi-c/src/words.rs): three arguments and one read
+    # back instead of seven and two.
+    attach_function :slidelimit_decision_words_from_reply, %i[pointer size_t pointer], :result
     attach_function :slidelimit_server_error_map,
                     %i[buffer_in size_t buffer_in size_t uint32 bool pointer pointer pointer size_t pointer field
                        msg msg_cap msg_len field], :result

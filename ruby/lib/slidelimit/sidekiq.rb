@@ -133,7 +133,10 @@ module Slidelimit
                 "(max_deferrals #{config.max_deferrals}); retry_after #{decision.retry_after_ms} ms"
         end
 
-        push_back(job.merge(DEFERRALS_KEY => count + 1), decision.retry_after_ms + jitter(config))
+        # The limiter answered: an outage streak, if any, is over (the next one
+        # starts again at the shortest backoff and counts from 0).
+        push_back(job.except(OUTAGE_DEFERRALS_KEY).merge(DEFERRALS_KEY => count + 1),
+                  decision.retry_after_ms + jitter(config))
       end
 
       def defer_outage(config, job, error)
