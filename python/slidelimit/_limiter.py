@@ -278,20 +278,32 @@ class Limiter:
         return self._policy._decide(reply)
 
     def _after_error(self, e: BaseException, call: tuple[Any, ...], peek: bool) -> Any:
-        text = _server_text(e) if isinstance(e, RedisError) else None
-        if text is None:
-            raise _unavailable(e) from e
-        key = call[2]
-        error = self._policy._server_error(text, key, False)
+        error = _call_error(e, self._policy, call[2])
         if error is not None:
             raise error from e
         try:
             return self._client.eval(self._policy._script_text(peek), *call[1:])
         except _TRANSPORT as e2:
-            text = _server_text(e2) if isinstance(e2, RedisError) else None
-            if text is None:
-                raise _unavailable(e2) from e2
-            raise self._policy._server_error(text, key, True) from e2  # type: ignore[misc]
+            raise _retried_call_error(e2, self._policy, call[2]) from e2
+
+
+def _call_error(e: BaseException, policy: Policy, key: str) -> BaseException | None:
+    """What a failed script call raises, by core's table; None when core says
+    to send it once more as EVAL (NOSCRIPT)."""
+    text = _server_text(e) if isinstance(e, RedisError) else None
+    if text is None:
+        return _unavailable(e)
+    return policy._server_error(text, key, False)
+
+
+def _retried_call_error(e: BaseException, policy: Policy, key: str) -> BaseException:
+    """What the EVAL after a NOSCRIPT raises when it fails too."""
+    text = _server_text(e) if isinstance(e, RedisError) else None
+    if text is None:
+        return _unavailable(e)
+    error = policy._server_error(text, key, True)
+    assert error is not None, "after the retry core's table always names an error"
+    return error
 
 
 def _command_error(e: BaseException) -> BaseException:
@@ -452,20 +464,13 @@ class AsyncLimiter:
         return self._policy._decide(reply)
 
     async def _after_error(self, e: BaseException, call: tuple[Any, ...], peek: bool) -> Any:
-        text = _server_text(e) if isinstance(e, RedisError) else None
-        if text is None:
-            raise _unavailable(e) from e
-        key = call[2]
-        error = self._policy._server_error(text, key, False)
+        error = _call_error(e, self._policy, call[2])
         if error is not None:
             raise error from e
         try:
             return await self._client.eval(self._policy._script_text(peek), *call[1:])
         except _TRANSPORT as e2:
-            text = _server_text(e2) if isinstance(e2, RedisError) else None
-            if text is None:
-                raise _unavailable(e2) from e2
-            raise self._policy._server_error(text, key, True) from e2  # type: ignore[misc]
+            raise _retried_call_error(e2, self._policy, call[2]) from e2
 
 
 class _AsyncMemoryLimiter(AsyncLimiter):

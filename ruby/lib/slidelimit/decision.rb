@@ -10,6 +10,8 @@ module Slidelimit
   # - reset_after_ms  until the key holds nothing that still counts
   # - now_ms          the time of the decision (Redis TIME, or the caller's)
   class Decision
+    include Value
+
     attr_reader :remaining, :retry_after_ms, :reset_after_ms, :now_ms
 
     def initialize(allowed:, remaining:, retry_after_ms:, reset_after_ms:, now_ms:)
@@ -32,19 +34,6 @@ module Slidelimit
     def to_h
       { allowed: @allowed, remaining: @remaining, retry_after_ms: @retry_after_ms,
         reset_after_ms: @reset_after_ms, now_ms: @now_ms }
-    end
-
-    def ==(other)
-      other.is_a?(Decision) && to_h == other.to_h
-    end
-    alias eql? ==
-
-    def hash
-      to_h.hash
-    end
-
-    def inspect
-      "#<Slidelimit::Decision #{to_h.map { |k, v| "#{k}=#{v}" }.join(' ')}>"
     end
 
     # Reads a struct slidelimit_decision that core wrote: the bool, then the

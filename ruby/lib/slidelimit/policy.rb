@@ -9,6 +9,8 @@ module Slidelimit
   #
   #   Slidelimit::Policy.new(resource: "geocode", limit: 600, window_ms: 60_000)
   class Policy
+    include Value
+
     attr_reader :namespace, :resource, :algorithm, :limit, :window_ms
 
     def self.default_namespace
@@ -34,19 +36,6 @@ module Slidelimit
 
     def to_h
       { namespace: namespace, resource: resource, algorithm: algorithm, limit: limit, window_ms: window_ms }
-    end
-
-    def ==(other)
-      other.is_a?(Policy) && to_h == other.to_h
-    end
-    alias eql? ==
-
-    def hash
-      to_h.hash
-    end
-
-    def inspect
-      "#<Slidelimit::Policy #{to_h.map { |k, v| "#{k}=#{v.inspect}" }.join(' ')}>"
     end
 
     # The slidelimit_algorithm value of a name (Symbol or String), by core.
