@@ -86,7 +86,18 @@ def main():
         print("  " + "  ".join(f"{str(c):<{w}}" for c, w in zip(r, widths)).rstrip())
     if a.total_secs is not None:
         print(f"compat: {len(table)} rows in {a.total_secs} s; logs in {a.out}/ROW/")
-    print("compat: all passed" if ok else "compat: FAILED (details: the .err files in the rows above)")
+    if not ok:
+        # CI keeps only the end of the output: the failures' own words go last.
+        for row in a.rows:
+            d = os.path.join(a.out, row)
+            for s in ["conformance", *steps]:
+                rc = read(os.path.join(d, f"{s}.rc"))
+                if rc not in (None, "0"):
+                    err = read(os.path.join(d, f"{s}.err"), "").splitlines()
+                    print(f"compat: {row}: {s} exit {rc}; the end of {d}/{s}.err:")
+                    for line in err[-12:]:
+                        print(f"    {line}")
+    print("compat: all passed" if ok else "compat: FAILED (the failing steps' errors are above)")
     return 0 if ok else 1
 
 
