@@ -1,12 +1,22 @@
 #!/usr/bin/env python3
-"""audit/check.py --limit N --window-ms W [--report-only] [--max-errors E] [--label TEXT] LOG...
+"""audit/check.py --limit N --window-ms W [--report-only] [--recorded] [--max-errors E] [--label TEXT] LOG...
 
 Merges the decision logs written by the audit workers (one JSON line per
-decision: {"lang", "allowed", "now_ms", "retry_after_ms"}, or {"lang",
-"error"}) and counts, for every t, the permits admitted with now_ms in
-(t - W, t]. Prints per language: attempts, allowed, denied, errors and the
-largest rolling count of its own admissions, then the largest rolling count
-of all languages together and its ratio to the limit.
+decision: {"lang", "allowed", "now_ms", "retry_after_ms", "reset_after_ms"},
+or {"lang", "error"}) and counts, for every t, the permits admitted with
+now_ms in (t - W, t]. Prints per language: attempts, allowed, denied, errors
+and the largest rolling count of its own admissions, then the largest
+rolling count of all languages together and its ratio to the limit.
+
+With --recorded (a run on skewed caller clocks, for the sliding log and the
+bucketed window) the times counted are the admissions' RECORDED times,
+r = now_ms + reset_after_ms - W: for the log the time t = max(now, newest)
+it was recorded at, for the bucketed window the last millisecond of t's
+bucket (docs/protocol.md: every permit counts through [r, r + W) either
+way). The guarantee is about those, whatever the clocks: no [x, x + W) holds
+more than N. now_ms is then the caller's own clock, so its rolling count is
+printed for information only. An admission with reset_after_ms < W (recorded
+before its own now) counts as inconsistent.
 
 Exit status 1 when any (t - W, t] holds more than N admissions, when a call
 failed, when a decision is inconsistent (allowed with a retry hint, denied
@@ -45,13 +55,16 @@ class Lang:
     def __init__(self):
         self.attempts = 0
         self.allowed = []
+        self.recorded = []
         self.denied = 0
         self.errors = OrderedDict()
         self.inconsistent = 0
 
 
-def read_logs(paths):
-    """Per language (in order of first appearance): its Lang record."""
+def read_logs(paths, window_ms=None):
+    """Per language (in order of first appearance): its Lang record. With
+    window_ms (--recorded), each admission's recorded time too, from its
+    reset_after_ms."""
     langs = OrderedDict()
     for path in paths:
         with open(path, encoding="utf-8") as f:
@@ -68,32 +81,42 @@ def read_logs(paths):
                         lang.errors[code] = lang.errors.get(code, 0) + 1
                         continue
                     allowed, now, retry = d["allowed"], d["now_ms"], d["retry_after_ms"]
+                    # Only the recorded times need it (older logs lack it).
+                    reset = d["reset_after_ms"] if window_ms is not None and allowed is True else 0
                 except (ValueError, KeyError, TypeError) as e:
                     raise SystemExit(f"{path}:{number}: not an audit line ({e}): {line[:200]}")
                 if not isinstance(allowed, bool) or not all(
-                    isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (now, retry)
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (now, retry, reset)
                 ):
                     raise SystemExit(f"{path}:{number}: bad field types: {line[:200]}")
                 if allowed:
                     lang.allowed.append(now)
                     lang.inconsistent += retry != 0
+                    if window_ms is not None:
+                        lang.recorded.append(now + reset - window_ms)
+                        lang.inconsistent += reset < window_ms
                 else:
                     lang.denied += 1
                     lang.inconsistent += retry == 0
     return langs
 
 
-def check(langs, limit, window_ms, report_only, max_errors=0):
-    """Prints the table; returns (problems, summary)."""
+def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
+    """Prints the table; returns (problems, summary). With recorded, the
+    counts are of the recorded times (see --recorded)."""
     problems = []
-    merged = sorted(t for lang in langs.values() for t in lang.allowed)
+
+    def times(lang):
+        return lang.recorded if recorded else lang.allowed
+
+    merged = sorted(t for lang in langs.values() for t in times(lang))
     overall, at = largest_rolling_count(merged, window_ms)
 
     head = f"{'lang':<12} {'attempts':>9} {'allowed':>8} {'denied':>9} {'errors':>7} {'largest rolling':>16}"
     print(head)
     rows = {}
     for name, lang in langs.items():
-        own, _ = largest_rolling_count(sorted(lang.allowed), window_ms)
+        own, _ = largest_rolling_count(sorted(times(lang)), window_ms)
         errors = sum(lang.errors.values())
         print(
             f"{name:<12} {lang.attempts:>9} {len(lang.allowed):>8} {lang.denied:>9} "
@@ -111,22 +134,36 @@ def check(langs, limit, window_ms, report_only, max_errors=0):
             bound = f", more than the bound of {max_errors}" if max_errors else ""
             problems.append(f"{name}: {errors} call(s) failed ({detail}){bound}")
         if lang.inconsistent:
-            problems.append(f"{name}: {lang.inconsistent} decision(s) with an inconsistent retry_after_ms")
+            what = "retry_after_ms or reset_after_ms" if recorded else "retry_after_ms"
+            problems.append(f"{name}: {lang.inconsistent} decision(s) with an inconsistent {what}")
         if lang.attempts == 0 or not lang.allowed:
             problems.append(f"{name}: no permit admitted: this language took no part in the run")
 
     total = sum(r["attempts"] for r in rows.values())
     span = (merged[-1] - merged[0]) if merged else 0
     ratio = overall / limit
-    where = f" (window ending at now_ms {at})" if at is not None else ""
+    basis = "recorded time" if recorded else "now_ms"
+    where = f" (window ending at {basis} {at})" if at is not None else ""
     print(
         f"{'all':<12} {total:>9} {len(merged):>8} {sum(r['denied'] for r in rows.values()):>9} "
         f"{sum(r['errors'] for r in rows.values()):>7} {overall:>16}"
     )
+    what = "recorded admission times" if recorded else "admissions"
     print(
         f"largest rolling count {overall} of limit {limit} per {window_ms} ms = "
-        f"{ratio:.3f} x the limit{where}; admissions spread over {span} ms"
+        f"{ratio:.3f} x the limit{where}; {what} spread over {span} ms"
     )
+    by_now = None
+    if recorded:
+        # The callers' own clocks disagree: for information, not a criterion.
+        by_now, now_at = largest_rolling_count(
+            sorted(t for lang in langs.values() for t in lang.allowed), window_ms
+        )
+        print(
+            f"for information, by the callers' now_ms (skewed clocks): largest rolling count "
+            f"{by_now} = {by_now / limit:.3f} x the limit"
+            + (f" (window ending at now_ms {now_at})" if now_at is not None else "")
+        )
     if max_errors:
         worst = max((r["errors"] for r in rows.values()), default=0)
         print(f"errors surfaced per process: at most {worst}, bound {max_errors}")
@@ -134,17 +171,21 @@ def check(langs, limit, window_ms, report_only, max_errors=0):
         problems.append("no decision logged at all")
     if not report_only:
         if overall > limit:
-            problems.append(f"OVER-ADMISSION: {overall} permits in one rolling window, limit {limit}")
+            of = " of recorded times" if recorded else ""
+            problems.append(f"OVER-ADMISSION: {overall} permits in one rolling window{of}, limit {limit}")
         elif merged and overall < limit:
             problems.append(f"no rolling window ever filled ({overall} < {limit}): the run proved nothing")
     summary = {
         "limit": limit,
         "max_errors": max_errors,
         "window_ms": window_ms,
+        "basis": "recorded" if recorded else "now_ms",
         "largest_rolling": overall,
         "ratio": round(ratio, 4),
         "langs": rows,
     }
+    if recorded:
+        summary["largest_rolling_now_ms"] = by_now
     return problems, summary
 
 
@@ -156,6 +197,7 @@ def main(argv):
     parser.add_argument("--limit", type=int, required=True)
     parser.add_argument("--window-ms", type=int, required=True)
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--recorded", action="store_true")
     parser.add_argument("--max-errors", type=int, default=0)
     parser.add_argument("--label", default="")
     parser.add_argument("logs", nargs="+")
@@ -167,7 +209,12 @@ def main(argv):
     if args.label:
         print(f"== {args.label}")
     problems, summary = check(
-        read_logs(args.logs), args.limit, args.window_ms, args.report_only, args.max_errors
+        read_logs(args.logs, args.window_ms if args.recorded else None),
+        args.limit,
+        args.window_ms,
+        args.report_only,
+        args.max_errors,
+        args.recorded,
     )
     for p in problems:
         print(f"FAIL: {p}")

@@ -12,10 +12,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check  # noqa: E402
 
 
-def line(lang, allowed, now, retry=None):
+def line(lang, allowed, now, retry=None, reset=None):
     if retry is None:
         retry = 0 if allowed else 5
-    return json.dumps({"lang": lang, "allowed": allowed, "now_ms": now, "retry_after_ms": retry})
+    d = {"lang": lang, "allowed": allowed, "now_ms": now, "retry_after_ms": retry}
+    if reset is not None:
+        d["reset_after_ms"] = reset
+    return json.dumps(d)
+
+
+def admitted(lang, now, recorded_at, window=100):
+    """An admission on a caller clock reading `now`, recorded at
+    `recorded_at` (reset_after_ms = recorded_at + W - now, docs/protocol.md)."""
+    return line(lang, True, now, reset=recorded_at + window - now)
 
 
 class RollingCount(unittest.TestCase):
@@ -92,6 +101,52 @@ class Check(unittest.TestCase):
         status, out, _ = self.run_check(lines, "--max-errors", "1")
         self.assertEqual(status, 1)
         self.assertIn("go: 2 call(s) failed (2 unavailable), more than the bound of 1", out)
+
+    def test_recorded_times_pass_a_skewed_but_valid_log(self):
+        # Limit 2 per 100 ms. go's clock lags 50 ms, so its now_ms put three
+        # admissions in one (t - 100, t] (70, 90, 120); but go's call at now
+        # 70 was evaluated and recorded at t = max(70, newest 100) = 100, and
+        # the recorded times 0, 100, 100, 200, 210 hold at most 2 per window.
+        lines = [
+            admitted("rust", 0, 0),
+            admitted("rust", 90, 100),  # bucketed: recorded at its bucket's last ms
+            admitted("go", 70, 100),
+            line("go", False, 80, reset=30),
+            admitted("rust", 200, 200),
+            admitted("go", 120, 210),
+        ]
+        status, out, summary = self.run_check(lines, "--recorded")
+        self.assertEqual(status, 0, out)
+        self.assertEqual((summary["basis"], summary["largest_rolling"]), ("recorded", 2))
+        self.assertEqual(summary["largest_rolling_now_ms"], 3)
+        self.assertIn("for information, by the callers' now_ms (skewed clocks): largest rolling count 3", out)
+        # By now_ms, without --recorded, the same log is an over-admission.
+        status, out, _ = self.run_check(lines)
+        self.assertEqual(status, 1)
+        self.assertIn("OVER-ADMISSION: 3 permits in one rolling window, limit 2", out)
+
+    def test_an_over_admission_in_recorded_times_fails(self):
+        # now_ms spread out by the callers' clocks (0, 60, 150: at most 2 per
+        # window), but recorded at 0, 60 and 99: three in [0, 100).
+        lines = [admitted("rust", 0, 0), admitted("go", 60, 60), admitted("node", 150, 99)]
+        status, out, summary = self.run_check(lines, "--recorded")
+        self.assertEqual(status, 1)
+        self.assertIn("OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", out)
+        self.assertEqual((summary["largest_rolling"], summary["largest_rolling_now_ms"]), (3, 2))
+        self.assertEqual(self.run_check(lines)[0], 0, "by now_ms alone it would pass")
+
+    def test_recorded_times_need_a_consistent_reset_after_ms(self):
+        # An admission recorded before its own now (reset_after_ms < W) is
+        # impossible under the time rule; one without reset_after_ms cannot
+        # be placed at all.
+        status, out, _ = self.run_check(
+            [admitted("rust", 0, 0), admitted("go", 50, 50), line("go", True, 150, reset=99)], "--recorded"
+        )
+        self.assertEqual(status, 1)
+        self.assertIn("go: 1 decision(s) with an inconsistent retry_after_ms or reset_after_ms", out)
+        with self.assertRaises(SystemExit) as e:
+            self.run_check([admitted("rust", 0, 0), line("go", True, 50)], "--recorded")
+        self.assertIn("not an audit line", str(e.exception))
 
     def test_a_run_that_never_fills_a_window_proves_nothing(self):
         status, out, _ = self.run_check([line("rust", True, 0), line("go", True, 500)])

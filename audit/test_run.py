@@ -24,24 +24,31 @@ def load_run():
 
 run = load_run()
 
-# A driver that answers every op and, on load, records when the request came,
-# waits until the run's end, writes one admission and one denial, and answers.
+# A driver that answers every op and records its policy; on load it records
+# when the request came (in <name>.<algorithm>.load), waits until the run's
+# end, writes FAKE_ADMITS admissions (default 1) and one denial, and answers.
 FAKE = textwrap.dedent(
     """\
     #!/usr/bin/env python3
     import json, os, sys, time
     name = os.path.basename(sys.argv[0])
+    policy = {"algorithm": "none"}
     for line in sys.stdin:
         r = json.loads(line)
+        if r["op"] == "policy":
+            policy = r
         if r["op"] == "load":
             got = time.time_ns() // 1_000_000
-            with open(os.path.join(os.environ["FAKE_DIR"], name + ".load"), "w") as f:
-                json.dump(dict(r, received_ms=got), f)
+            path = os.path.join(os.environ["FAKE_DIR"], f"{name}.{policy['algorithm']}.load")
+            with open(path, "w") as f:
+                json.dump(dict(r, received_ms=got, policy=policy), f)
             time.sleep(max(0, r["end_at_ms"] / 1000 - time.time()))
             with open(r["out"], "w") as f:
                 t = r["start_at_ms"]
-                f.write(json.dumps({"lang": r["lang"], "allowed": True, "now_ms": t,
-                                    "retry_after_ms": 0}) + "\\n")
+                for _ in range(int(os.environ.get("FAKE_ADMITS", "1"))):
+                    f.write(json.dumps({"lang": r["lang"], "allowed": True, "now_ms": t,
+                                        "retry_after_ms": 0,
+                                        "reset_after_ms": policy["window_ms"]}) + "\\n")
                 f.write(json.dumps({"lang": r["lang"], "allowed": False, "now_ms": t + 1,
                                     "retry_after_ms": 5}) + "\\n")
             print('{"ok":true,"calls":2,"errors":0}', flush=True)
@@ -68,6 +75,20 @@ class Schedule(unittest.TestCase):
         # Windows under 10 ms still get a burst of 1 ms.
         self.assertEqual(run.burst_intervals(10, 19, 5), [[14, 19]])
 
+    def test_skews_spread_evenly_over_the_range(self):
+        self.assertEqual(run.skews(50, 6), [-50, -30, -10, 10, 30, 50])
+        self.assertEqual(run.skews(50, 2), [-50, 50])
+        self.assertEqual(run.skews(50, 3), [-50, 0, 50])
+        self.assertEqual(run.skews(10, 4), [-10, -3, 3, 10])
+        self.assertEqual(run.skews(50, 1), [0])
+
+    def test_default_buckets_divide_the_window(self):
+        # Core's default 60 where it divides the window, else the largest
+        # count below it that does.
+        for window, buckets in ((60_000, 60), (2000, 50), (6500, 52), (60_500, 55), (7, 7), (61, 1)):
+            self.assertEqual(run.default_buckets(window), buckets, window)
+            self.assertEqual(window % buckets, 0)
+
 
 class Drivers(unittest.TestCase):
     def setUp(self):
@@ -87,17 +108,17 @@ class Drivers(unittest.TestCase):
             SLIDELIMIT_TEST_REDIS_URL="redis://127.0.0.1:1/",
         )
 
-    def audit(self, *args):
+    def audit(self, *args, env=None):
         return subprocess.run(
             [RUN, "--out", os.path.join(self.tmp.name, "out"), "--limit", "2",
              "--window-ms", "400", "--windows", "3", *args],
-            env=self.env, capture_output=True, text=True, timeout=60,
+            env=dict(self.env, **(env or {})), capture_output=True, text=True, timeout=60,
         )
 
-    def loads(self):
+    def loads(self, algorithm="sliding_log", names=("alpha", "beta")):
         out = {}
-        for name in ("alpha", "beta"):
-            with open(os.path.join(self.tmp.name, name + ".load")) as f:
+        for name in names:
+            with open(os.path.join(self.tmp.name, f"{name}.{algorithm}.load")) as f:
                 out[name] = json.load(f)
         return out
 
@@ -122,11 +143,70 @@ class Drivers(unittest.TestCase):
     def test_uniform_has_no_intervals_and_a_quarter_window_ramp(self):
         proc = self.audit("--runs", "log:uniform", "--drivers", "beta", "--limit", "1")
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-        with open(os.path.join(self.tmp.name, "beta.load")) as f:
-            r = json.load(f)
+        r = self.loads(names=("beta",))["beta"]
         self.assertNotIn("active", r)
         self.assertEqual(r["ramp_ms"], 100)
-        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "alpha.load")))
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "alpha.sliding_log.load")))
+
+    def test_algorithms_joined_by_plus_run_at_once_on_keys_of_their_own(self):
+        proc = self.audit("--runs", "log+bucketed:uniform", "--buckets", "8", "--windows", "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        log, bucketed = self.loads("sliding_log"), self.loads("bucketed_window")
+        for name in ("alpha", "beta"):
+            # One schedule for both, each load sent before any reply came.
+            self.assertEqual(log[name]["start_at_ms"], bucketed[name]["start_at_ms"])
+            self.assertLess(bucketed[name]["received_ms"], bucketed[name]["end_at_ms"])
+            self.assertLess(log[name]["received_ms"], bucketed[name]["end_at_ms"])
+            self.assertEqual(bucketed[name]["policy"]["buckets"], 8)
+            self.assertNotIn("buckets", log[name]["policy"])
+            self.assertNotEqual(log[name]["policy"]["namespace"], bucketed[name]["policy"]["namespace"])
+            self.assertNotEqual(log[name]["out"], bucketed[name]["out"])
+        self.assertIn("== log/uniform on standalone", proc.stdout)
+        self.assertIn("== bucketed/uniform on standalone", proc.stdout)
+
+    def test_over_admission_fails_the_exact_algorithms_only(self):
+        # Two admissions in one window at limit 1: the log and the bucketed
+        # window fail, the counter (approximate) reports it and passes.
+        proc = self.audit("--runs", "log+bucketed+counter:uniform", "--drivers", "alpha", "--limit", "1",
+                          "--windows", "1", env={"FAKE_ADMITS": "2"})
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        # No --buckets: 50, the largest count up to core's 60 that divides 400 ms.
+        self.assertEqual(self.loads("bucketed_window", names=("alpha",))["alpha"]["policy"]["buckets"], 50)
+        self.assertIn("audit FAILED: log/uniform on standalone, bucketed/uniform on standalone\n",
+                      proc.stdout)
+        bucketed = proc.stdout.split("== bucketed/uniform")[1].split("== counter/uniform")[0]
+        self.assertIn("FAIL: OVER-ADMISSION: 2 permits in one rolling window, limit 1", bucketed)
+        counter = proc.stdout.split("== counter/uniform")[1].split("audit FAILED")[0]
+        self.assertIn("largest rolling count 2 of limit 1", counter)
+        self.assertNotIn("FAIL", counter)
+
+    def test_skew_ms_gives_each_driver_its_skew_and_checks_recorded_times(self):
+        proc = self.audit("--runs", "log+bucketed:uniform", "--skew-ms", "50", "--windows", "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for algorithm in ("sliding_log", "bucketed_window"):
+            loads = self.loads(algorithm)
+            self.assertEqual((loads["alpha"]["skew_ms"], loads["beta"]["skew_ms"]), (-50, 50))
+            self.assertIn("-skew50" + os.sep, loads["alpha"]["out"])
+        self.assertIn("audit: caller clocks, skew_ms per driver: alpha -50, beta +50", proc.stderr)
+        self.assertIn("== log/uniform on standalone, caller clocks skewed ±50 ms", proc.stdout)
+        self.assertIn("for information, by the callers' now_ms", proc.stdout)
+        self.assertIn('"basis":"recorded"', proc.stdout)
+        # Without --skew-ms: server time, no skew_ms, the now_ms check.
+        proc = self.audit("--runs", "log:uniform", "--windows", "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertNotIn("skew_ms", self.loads()["alpha"])
+        self.assertIn('"basis":"now_ms"', proc.stdout)
+
+    def test_skew_ms_fails_an_over_admission_in_recorded_times(self):
+        # Two admissions recorded at one time, limit 1: the exact algorithms
+        # fail on their recorded times, the counter only reports.
+        proc = self.audit("--runs", "log+counter:uniform", "--drivers", "alpha", "--limit", "1",
+                          "--windows", "1", "--skew-ms", "50", env={"FAKE_ADMITS": "2"})
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertEqual(self.loads(names=("alpha",))["alpha"]["skew_ms"], 0, "one driver: no skew")
+        self.assertIn("FAIL: OVER-ADMISSION: 2 permits in one rolling window of recorded times, limit 1",
+                      proc.stdout)
+        self.assertIn("audit FAILED: log/uniform on standalone, caller clocks skewed ±50 ms\n", proc.stdout)
 
     def test_a_driver_that_does_not_start_fails_the_run(self):
         with open(os.path.join(self.dir, "gamma"), "w") as f:
@@ -139,9 +219,15 @@ class Drivers(unittest.TestCase):
 
     def test_bad_arguments_are_refused(self):
         for args in (["--drivers", "nope"], ["--runs", "log:fast"], ["--targets", "moon"],
-                     ["--windows", "0"]):
+                     ["--windows", "0"], ["--runs", "log+log:uniform"], ["--runs", "log+sliding:uniform"],
+                     ["--buckets", "0"], ["--skew-ms", "-1"], ["--skew-ms", "3600001"]):
             proc = self.audit(*args)
             self.assertEqual(proc.returncode, 2, args)
+
+    def test_buckets_that_do_not_divide_the_window_are_refused(self):
+        proc = self.audit("--runs", "bucketed:uniform", "--buckets", "7")
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("--buckets 7 must be a positive divisor of --window-ms 400 (e.g. 50)", proc.stderr)
 
 
 if __name__ == "__main__":

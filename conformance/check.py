@@ -293,6 +293,9 @@ class _Session:
         # The key does not depend on the limit; 1 is always valid.
         policy = {"op": "policy", "limit": 1}
         policy.update((f, i[f]) for f in ("namespace", "resource", "algorithm", "window_ms"))
+        # buckets only when the vector names it: absent means the binding's default.
+        if "buckets" in i:
+            policy["buckets"] = i["buckets"]
         _, _, obj = self.ask(policy)
         if "error" not in obj:
             _, _, obj = self.ask({"op": "key", "tenant": i["tenant"]})
@@ -305,6 +308,7 @@ class _Session:
 
     def decision_vector(self, name, v):
         self.use(self.store)
+        # Every field of the vector's policy as given, buckets included when present.
         policy = {"op": "policy"}
         policy.update(v["policy"])
         _, _, obj = self.ask(policy)
@@ -319,7 +323,9 @@ class _Session:
                     )
         # With a refused policy every step answers the policy's error.
         for n, step in enumerate(v["steps"]):
-            request = {"op": "acquire_at"}
+            # A peek step (docs/driver.md's peek op, on the caller's time)
+            # decides as acquire would and records nothing.
+            request = {"op": "peek" if step.get("peek") is True else "acquire_at"}
             request.update((f, step[f]) for f in ("tenant", "now_ms", "cost"))
             raw, pairs, obj = self.ask(request)
             head = f'{{"vector":{json.dumps(name, ensure_ascii=False)},"step":{n},'

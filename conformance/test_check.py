@@ -164,7 +164,7 @@ FAKE_DRIVER = textwrap.dedent(
                 say('{"error":"invalid_argument","field":"limit","message":"limit: must be at least 1"}')
                 continue
             say('{"ok":true}')
-        elif op in ("reset", "key", "acquire_at") and limit is None:
+        elif op in ("reset", "key", "acquire_at", "peek") and limit is None:
             say('{"error":"invalid_argument","field":"limit","message":"limit: must be at least 1"}')
         elif op == "reset" and mode in ("reset-invalid", "reset-down"):
             code = "invalid_argument" if mode == "reset-invalid" else "unavailable"
@@ -173,7 +173,7 @@ FAKE_DRIVER = textwrap.dedent(
             t = r["tenant"].replace("}", "%7D")
             say(json.dumps({"ok": True, "key": "rl:{geocode:" + t + "}:log:60000", "slot": 11133},
                            separators=(",", ":")))
-        elif op == "acquire_at":
+        elif op in ("acquire_at", "peek"):
             if mode == "die" and r["cost"] > 1:
                 sys.exit(3)
             if mode == "protocol":
@@ -261,6 +261,28 @@ class DriverHarnessTest(unittest.TestCase):
         self.assertEqual(sent[4]["limit"], 3)
         self.assertEqual(sent[5], {"op": "reset", "tenant": "t-1"})
         self.assertEqual(sent[7], {"op": "acquire_at", "tenant": "t-1", "now_ms": 1000, "cost": 4})
+
+    def test_buckets_and_peek_steps_reach_the_driver(self):
+        doc = json.loads(json.dumps(VECTORS))
+        doc["vectors"][0]["input"].update(algorithm="bucketed_window", buckets=600)
+        doc["vectors"][1]["policy"].update(algorithm="bucketed_window", buckets=10)
+        doc["vectors"][1]["steps"][0]["peek"] = True
+        # A bucketed key vector without buckets leaves the default to the binding.
+        no_buckets = json.loads(json.dumps(doc["vectors"][0]))
+        no_buckets["name"] = "key/default"
+        del no_buckets["input"]["buckets"]
+        doc["vectors"].append(no_buckets)
+        self.write(doc)
+        status, run = self.run_column("fake:memory")
+        self.assertEqual(status["log/basic"], "pass", run.report.messages())
+        policies = [r for r in self.sent() if r["op"] == "policy"]
+        self.assertEqual(policies[0]["buckets"], 600)
+        self.assertEqual(policies[0]["algorithm"], "bucketed_window")
+        self.assertEqual(policies[1]["buckets"], 10)
+        self.assertNotIn("buckets", policies[2])
+        steps = [r for r in self.sent() if r["op"] in ("acquire_at", "peek")]
+        self.assertEqual(steps[0], {"op": "peek", "tenant": "t-1", "now_ms": 1000, "cost": 1})
+        self.assertEqual(steps[1]["op"], "acquire_at")
 
     def test_the_cluster_store_takes_the_seed_urls(self):
         os.environ["SLIDELIMIT_CONFORMANCE_CLUSTER"] = "1"

@@ -1,12 +1,24 @@
 """What the e2e run checks and reports, as pure functions of its records
 (no servers): the busiest rolling window, the earliest schedule a budget
-allows, the rolling count over time (the pictures), and the SVG itself."""
+allows, the rolling count over time (the pictures), the SVG itself, and the
+bucketed window's default bucket count."""
 
 from __future__ import annotations
 
 import bisect
 import html
 from collections.abc import Sequence
+
+# Core's DEFAULT_BUCKETS (docs/protocol.md): the run's default when it divides the window.
+DEFAULT_BUCKETS = 60
+
+
+def default_buckets(window_ms: int) -> int:
+    """The largest bucket count up to DEFAULT_BUCKETS that divides the window
+    (the limiter's window, 6,500 ms in `make e2e`, is no multiple of 60)."""
+    if window_ms < 1:
+        raise ValueError(f"window_ms must be positive, got {window_ms}")
+    return next(n for n in range(min(DEFAULT_BUCKETS, window_ms), 0, -1) if window_ms % n == 0)
 
 
 def max_in_window(times_ms: Sequence[float], window_ms: float) -> tuple[int, float]:
@@ -58,69 +70,83 @@ LIMIT_COLOUR = "#000000"
 COUNTER_COLOUR = "#D55E00"
 
 
-def svg_tenant(title: str, series: dict[str, list[tuple[float, int]]], counter: list[tuple[float, int]] | None,
-               limit: int, origin_ms: float, width: int = 720, height: int = 300) -> str:
-    """A stacked area per system (the exact algorithm's admissions in the
-    rolling window, by the system that made them), the counter's total as a
-    line, and the limit. `series` all share the same sample times."""
-    left, right, top, bottom = 56, 150, 30, 40
-    pw, ph = width - left - right, height - top - bottom
-    times = [t for t, _ in next(iter(series.values()))] if series else [t for t, _ in counter or []]
-    if not times:
+def svg_tenant(title: str, panels: dict[str, dict[str, list[tuple[float, int]]]],
+               counter: list[tuple[float, int]] | None, limit: int, origin_ms: float,
+               width: int = 720, panel_height: int = 200) -> str:
+    """One panel per exact algorithm (`panels`: its name -> series), one above
+    the other on the same axes: a stacked area per system (the algorithm's
+    requests in the rolling window, by the system that made them), the
+    counter's total as a dashed line in every panel (the contrast), and the
+    limit. Every series shares the same sample times."""
+    left, right, top, bottom, gap = 56, 150, 30, 40, 22
+    pw, ph = width - left - right, panel_height
+    height = top + len(panels) * (ph + gap) - gap + bottom
+    first = next((s for series in panels.values() for s in series.values()), None)
+    times = [t for t, _ in first] if first else [t for t, _ in counter or []]
+    if not times or not panels:
         raise ValueError("nothing to draw")
     t0, t1 = times[0], times[-1]
     peak = max([limit] + [n for _, n in counter or []] +
-               [sum(s[i][1] for s in series.values()) for i in range(len(times))])
+               [sum(s[i][1] for s in series.values()) for series in panels.values() for i in range(len(times))])
     ymax = _nice(peak * 1.1)
 
     def x(t: float) -> float:
         return left + (t - t0) / max(t1 - t0, 1) * pw
 
-    def y(n: float) -> float:
-        return top + ph - n / ymax * ph
-
     out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
             f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'),
            f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
            f'<text x="{left}" y="18" font-size="13" font-weight="bold">{html.escape(title)}</text>']
-    # Axes, grid and ticks.
-    for i in range(5):
-        n = ymax * i / 4
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(n):.1f}" y2="{y(n):.1f}" stroke="#e0e0e0"/>')
-        out.append(f'<text x="{left - 6}" y="{y(n) + 4:.1f}" text-anchor="end">{n:g}</text>')
+    systems: list[str] = []
+    for k, (algorithm, series) in enumerate(panels.items()):
+        ptop = top + k * (ph + gap)
+
+        def y(n: float, ptop: float = ptop) -> float:
+            return ptop + ph - n / ymax * ph
+
+        # Grid and the count axis.
+        for i in range(5):
+            n = ymax * i / 4
+            out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(n):.1f}" y2="{y(n):.1f}" stroke="#e0e0e0"/>')
+            out.append(f'<text x="{left - 6}" y="{y(n) + 4:.1f}" text-anchor="end">{n:g}</text>')
+        out.append(f'<text x="14" y="{ptop + ph / 2}" text-anchor="middle" transform="rotate(-90 14 {ptop + ph / 2})">'
+                   f'in the rolling window</text>')
+        # Stacked areas, bottom to top in the order given.
+        base = [0] * len(times)
+        for name, samples in series.items():
+            upper = [b + n for b, (_, n) in zip(base, samples)]
+            pts = _points(x, y, list(zip(times, upper)))
+            pts += _points(x, y, list(reversed(list(zip(times, base)))))
+            out.append(f'<polygon points="{" ".join(pts)}" fill="{COLOURS.get(name, "#888888")}" '
+                       f'fill-opacity="0.75" stroke="none"/>')
+            base = upper
+            if name not in systems:
+                systems.append(name)
+        if counter:
+            line = " ".join(_points(x, y, counter))
+            out.append(f'<polyline points="{line}" fill="none" stroke="{COUNTER_COLOUR}" stroke-width="1.6" '
+                       f'stroke-dasharray="5,3"/>')
+        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(limit):.1f}" y2="{y(limit):.1f}" '
+                   f'stroke="{LIMIT_COLOUR}" stroke-width="1.5"/>')
+        out.append(f'<rect x="{left}" y="{ptop}" width="{pw}" height="{ph}" fill="none" stroke="#000"/>')
+        out.append(f'<text x="{left + 6}" y="{ptop + 14}" font-weight="bold">{html.escape(algorithm)}</text>')
+    # Time axis, under the last panel.
+    axis = top + len(panels) * (ph + gap) - gap
     span_s = (t1 - t0) / 1000
     step_s = _nice(span_s / 8)
     s = (t0 - origin_ms) / 1000
     s = step_s * -(-s // step_s)
     while s * 1000 + origin_ms <= t1:
         px = x(origin_ms + s * 1000)
-        out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{top + ph}" y2="{top + ph + 4}" stroke="#000"/>')
-        out.append(f'<text x="{px:.1f}" y="{top + ph + 16}" text-anchor="middle">{s + 0.0:g}</text>')
+        out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{axis}" y2="{axis + 4}" stroke="#000"/>')
+        out.append(f'<text x="{px:.1f}" y="{axis + 16}" text-anchor="middle">{s + 0.0:g}</text>')
         s += step_s
     out.append(f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">seconds from the window boundary the burst came just before</text>')
-    out.append(f'<text x="14" y="{top + ph / 2}" text-anchor="middle" transform="rotate(-90 14 {top + ph / 2})">'
-               f'requests in the rolling window</text>')
-    # Stacked areas, bottom to top in the order given.
-    base = [0] * len(times)
-    for name, samples in series.items():
-        upper = [b + n for b, (_, n) in zip(base, samples)]
-        pts = _points(x, y, list(zip(times, upper)))
-        pts += _points(x, y, list(reversed(list(zip(times, base)))))
-        out.append(f'<polygon points="{" ".join(pts)}" fill="{COLOURS.get(name, "#888888")}" '
-                   f'fill-opacity="0.75" stroke="none"/>')
-        base = upper
-    if counter:
-        pts = " ".join(_points(x, y, counter))
-        out.append(f'<polyline points="{pts}" fill="none" stroke="{COUNTER_COLOUR}" stroke-width="1.6" '
-                   f'stroke-dasharray="5,3"/>')
-    out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(limit):.1f}" y2="{y(limit):.1f}" '
-               f'stroke="{LIMIT_COLOUR}" stroke-width="1.5"/>')
-    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#000"/>')
     # Legend.
     lx, ly = left + pw + 12, top + 6
-    entries = [(f"sliding log, {n}", COLOURS.get(n, "#888888"), "area") for n in series]
+    entries = [(n, COLOURS.get(n, "#888888"), "area") for n in systems]
     if counter:
-        entries.append(("sliding counter", COUNTER_COLOUR, "dash"))
+        entries.append(("sliding counter (all)", COUNTER_COLOUR, "dash"))
     entries.append((f"limit ({limit})", LIMIT_COLOUR, "line"))
     for i, (label, colour, kind) in enumerate(entries):
         yy = ly + i * 18

@@ -8,10 +8,11 @@ Sidekiq, Celery; e2e/<system>/) and a Prometheus server, feeds the jobs,
 waits until every job has completed, checks, queries Prometheus, draws one
 SVG per tenant, and stops everything it started, by pid.
 
-Each tenant has two API keys at the provider: <tenant>-log, spent through
-the sliding log, and <tenant>-counter, spent through the sliding counter (the
-contrast), so that the counter's overshoot cannot eat the log's budget. Every
-job system works jobs of every key: all of them spend the same budgets.
+Each tenant has three API keys at the provider: <tenant>-log, spent through
+the sliding log, <tenant>-bucketed, spent through the bucketed window (both
+exact), and <tenant>-counter, spent through the sliding counter (the
+contrast), apart so that the counter's overshoot cannot eat an exact budget.
+Every job system works jobs of every key: all of them spend the same budgets.
 """
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ import analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = ("river", "bullmq", "sidekiq", "celery")
-SHORT = {"log": "sliding_log", "counter": "sliding_counter"}
+SHORT = {"log": "sliding_log", "bucketed": "bucketed_window", "counter": "sliding_counter"}
+# Never more than the limit in any rolling window: asserted, not just reported.
+EXACT = ("sliding_log", "bucketed_window")
+
 
 
 # --- a few Redis commands over RESP, so that this script needs only the standard library ---
@@ -164,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jitter-ms", type=int, default=None, help="deferral jitter (default window/12)")
     ap.add_argument("--margin-ms", type=int, default=500,
                     help="added to the limiter's window over the provider's (network delay allowance)")
+    ap.add_argument("--buckets", type=int, default=None,
+                    help="the bucketed window's buckets; must divide the limiter's window (window + margin); "
+                         "default the largest count up to 60 that does")
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--scrape-s", type=float, default=1.0)
     ap.add_argument("--river-bin", default=str(ROOT / ".tmp/e2e/river"))
@@ -181,6 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown or not systems:
         ap.error(f"--systems: unknown {unknown} (known: {', '.join(SYSTEMS)})")
     jitter_ms = args.jitter_ms if args.jitter_ms is not None else args.window_ms // 12
+    lwin = args.window_ms + args.margin_ms  # the limiter's window
+    if args.buckets is None:
+        args.buckets = analysis.default_buckets(lwin)
+    elif args.buckets < 1 or lwin % args.buckets:
+        ap.error(f"--buckets {args.buckets} must be a positive divisor of the limiter's window, "
+                 f"--window-ms + --margin-ms = {lwin} (e.g. {analysis.default_buckets(lwin)})")
 
     redis_url = os.environ.get("SLIDELIMIT_TEST_REDIS_URL")
     db_url = os.environ.get("SLIDELIMIT_TEST_DATABASE_URL")
@@ -217,7 +230,7 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
     ports = {s: free_port() for s in systems}
     base_env = dict(os.environ, E2E_REDIS_URL=redis_url, E2E_DATABASE_URL=db_url, E2E_PROVIDER_URL=provider_url,
                     E2E_LIMIT=str(limit), E2E_WINDOW_MS=str(window + args.margin_ms), E2E_JITTER_MS=str(jitter_ms),
-                    E2E_CONCURRENCY=str(args.concurrency))
+                    E2E_BUCKETS=str(args.buckets), E2E_CONCURRENCY=str(args.concurrency))
     for s in systems:
         env = dict(base_env, E2E_METRICS_PORT=str(ports[s]))
         if s == "river":
@@ -350,7 +363,7 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
     calls = [json.loads(line) for line in provider_log.read_text().splitlines()]
     failures = check_and_report(args, systems, expected, arrivals, records, calls, report, boundary, out)
     report.update(fed_s=round(fed_s, 1), done_s=round(done_s, 1), jobs=len(expected), systems=systems,
-                  limit=limit, window_ms=window, margin_ms=args.margin_ms, jitter_ms=jitter_ms,
+                  limit=limit, window_ms=window, margin_ms=args.margin_ms, jitter_ms=jitter_ms, buckets=args.buckets,
                   failures=failures)
     (out / "report.json").write_text(json.dumps(report, indent=2, default=list) + "\n")
     print_report(report)
@@ -415,9 +428,9 @@ def check_and_report(args: argparse.Namespace, systems: list[str], expected: dic
                         "max_accepted_in_window": busiest, "max_sent_in_window": offered,
                         "last_call_past_earliest_ms": round(last - ideal[-1]),
                         "by_system": dict(Counter(c["system"] for c in key_calls))}
-        if alg == "sliding_log":
+        if alg in EXACT:
             if n429:
-                failures.append(f"{key}: the provider answered {n429} requests with 429 under the sliding log")
+                failures.append(f"{key}: the provider answered {n429} requests with 429 under {alg}")
             if offered > limit:
                 failures.append(f"{key}: {offered} requests reached the provider in one rolling window (limit {limit})")
         if busiest > limit:
@@ -442,11 +455,14 @@ def check_and_report(args: argparse.Namespace, systems: list[str], expected: dic
     origin = boundary - window
     end = max((c["ms"] for c in calls), default=origin) + window
     step = max(window / 60, 10)
+    panels = {"sliding log": "log", f"bucketed window ({args.buckets} buckets)": "bucketed"}
     for t in range(1, args.tenants + 1):
-        log_key, counter_key = f"t{t}-log", f"t{t}-counter"
-        series = {s: analysis.rolling_counts([c["ms"] for c in calls if c["key"] == log_key and c["system"] == s],
-                                             window, origin, end, step) for s in systems}
-        counter = analysis.rolling_counts([c["ms"] for c in calls if c["key"] == counter_key], window, origin, end, step)
+        series = {label: {s: analysis.rolling_counts([c["ms"] for c in calls
+                                                      if c["key"] == f"t{t}-{short}" and c["system"] == s],
+                                                     window, origin, end, step) for s in systems}
+                  for label, short in panels.items()}
+        counter = analysis.rolling_counts([c["ms"] for c in calls if c["key"] == f"t{t}-counter"],
+                                          window, origin, end, step)
         title = (f"tenant t{t}: requests at the provider in the rolling {window / 1000:g} s, "
                  f"{limit} allowed")
         (out / f"e2e-t{t}.svg").write_text(analysis.svg_tenant(title, series, counter, limit, boundary))

@@ -50,24 +50,42 @@ class RollingCounts(unittest.TestCase):
             analysis.rolling_counts([], 1000, 0, 1, 0)
 
 
+class DefaultBuckets(unittest.TestCase):
+    def test_largest_divisor_up_to_cores_default(self) -> None:
+        for window, buckets in ((60_000, 60), (6500, 52), (60_500, 55), (7, 7), (61, 1)):
+            self.assertEqual(analysis.default_buckets(window), buckets, window)
+
+    def test_window_must_be_positive(self) -> None:
+        with self.assertRaises(ValueError):
+            analysis.default_buckets(0)
+
+
 class Svg(unittest.TestCase):
-    def test_well_formed_with_areas_counter_and_limit(self) -> None:
+    def test_well_formed_with_a_panel_per_algorithm_counter_and_limit(self) -> None:
         series = {s: analysis.rolling_counts([100.0 * i for i in range(30)], 1000, 0, 4000, 100)
                   for s in ("river", "celery")}
         counter = analysis.rolling_counts([50.0 * i for i in range(60)], 1000, 0, 4000, 100)
-        svg = analysis.svg_tenant("t1 <&>", series, counter, 10, 1000)
+        panels = {"sliding log": series, "bucketed window": {"river": series["river"]}}
+        svg = analysis.svg_tenant("t1 <&>", panels, counter, 10, 1000, panel_height=100)
         root = ET.fromstring(svg)
         ns = "{http://www.w3.org/2000/svg}"
-        self.assertEqual(len(root.findall(f"{ns}polygon")), 2)
-        self.assertEqual(len(root.findall(f"{ns}polyline")), 1)
+        # An area per system and panel, the counter in both panels.
+        self.assertEqual(len(root.findall(f"{ns}polygon")), 3)
+        self.assertEqual(len(root.findall(f"{ns}polyline")), 2)
         texts = [t.text for t in root.iter(f"{ns}text")]
-        self.assertIn("t1 <&>", texts)
-        self.assertIn("limit (10)", texts)
-        self.assertIn("sliding log, celery", texts)
+        for text in ("t1 <&>", "limit (10)", "sliding log", "bucketed window", "river", "celery",
+                     "sliding counter (all)"):
+            self.assertIn(text, texts)
+        # The second panel lies below the first, inside the picture.
+        frames = [r.attrib for r in root.findall(f"{ns}rect") if r.get("fill") == "none"]
+        self.assertEqual([float(r["y"]) for r in frames], [30, 152])
+        self.assertLess(152 + 100, float(root.attrib["height"]))
 
     def test_nothing_to_draw(self) -> None:
         with self.assertRaisesRegex(ValueError, "nothing"):
             analysis.svg_tenant("x", {}, None, 10, 0)
+        with self.assertRaisesRegex(ValueError, "nothing"):
+            analysis.svg_tenant("x", {"sliding log": {}}, None, 10, 0)
 
 
 if __name__ == "__main__":

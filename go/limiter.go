@@ -21,6 +21,12 @@ const (
 	SlidingLog Algorithm = "sliding_log"
 	// SlidingCounter is approximate with O(1) memory per tenant.
 	SlidingCounter Algorithm = "sliding_counter"
+	// BucketedWindow is exact with O(buckets) memory per tenant: permits are
+	// counted per bucket of WindowMs / Buckets ms, each held until its
+	// bucket's last millisecond plus the window (so a denied caller may wait
+	// up to one bucket longer than under SlidingLog). For limits above
+	// SlidingLog's cap.
+	BucketedWindow Algorithm = "bucketed_window"
 )
 
 // Core's defaults, read through the C ABI, which the zero values of
@@ -47,6 +53,13 @@ type Policy struct {
 	Window time.Duration
 	// WindowMs is the rolling window in milliseconds (60_000).
 	WindowMs uint64
+	// Buckets is the bucket count of a BucketedWindow policy: 1 to 3600,
+	// dividing the window, and part of the key. 0 means "not given", like an
+	// empty Namespace: core's default (60: one-second buckets over a minute),
+	// which must divide the window too. Any other algorithm takes 0 only; a
+	// count there is ErrInvalidArgument naming buckets. Limiter.Policy
+	// reports the effective count (60 for the default).
+	Buckets uint64
 }
 
 // withDefaults fills the zero Namespace and Algorithm with core's defaults.
@@ -197,6 +210,11 @@ func newLimiter(p Policy, opts []Option) (*Limiter, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Policy() reports the count core uses, not the zero that stood for it.
+	if p.Buckets, err = h.buckets(); err != nil {
+		h.free()
+		return nil, err
+	}
 	return &Limiter{policy: p, handle: h, cfg: cfg}, nil
 }
 
@@ -221,7 +239,10 @@ func honoursContext(client redis.UniversalClient) bool {
 }
 
 // Policy is the policy the Limiter checks, with an empty Namespace or
-// Algorithm filled in with the defaults.
+// Algorithm filled in with the defaults, and Buckets the count core uses: a
+// BucketedWindow's given count or core's default (60) for a zero Buckets,
+// and 0 for the other algorithms. New or NewMemory with it makes the same
+// policy (the same keys).
 func (l *Limiter) Policy() Policy { return l.policy }
 
 // Close releases the C memory the Limiter holds; it does not close the Redis

@@ -1,13 +1,15 @@
 local read_only = false
--- slidelimit prelude: what both scripts share. It never runs alone: core
+-- slidelimit prelude: what every script shares. It never runs alone: core
 -- (core/src/script.rs) sends this file followed by one algorithm's file as
 -- one script text, lua/prelude.lua + lua/sliding_log.lua or lua/prelude.lua +
--- lua/sliding_counter.lua, byte for byte (by hand: `cat lua/prelude.lua
--- lua/sliding_log.lua`). For the peek variant core replaces the first line
+-- lua/sliding_counter.lua or lua/prelude.lua + lua/bucketed_window.lua,
+-- byte for byte (by hand: `cat lua/prelude.lua lua/sliding_log.lua`). For the peek variant core replaces the first line
 -- with `local read_only = true`: the script reads the same state and writes
 -- nothing. The contract is docs/protocol.md.
 -- KEYS[1]  the key (one per tenant, algorithm and window).
--- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
+-- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME); the
+--          bucketed window adds a fifth, buckets, which its own file checks
+--          along with the exact count of arguments.
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
 -- Defines, for the script that follows: read_only, key, max_number, int,
 -- limit, window, cost, now (read from TIME when ARGV[4] is empty) and
@@ -37,7 +39,7 @@ end
 -- argument_error when it is set (after its own bound, if any), before it
 -- touches its key.
 local limit, window, cost, now
-if #KEYS == 1 and #ARGV == 4
+if #KEYS == 1 and (#ARGV == 4 or #ARGV == 5)
     and string.find(ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4], '^%d+ %d+ %d+ %d*$') then
   limit, window, cost = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0
   if ARGV[4] ~= '' then
@@ -47,8 +49,8 @@ end
 local argument_error
 if not (limit and limit >= 1 and window >= 1 and limit * window <= max_number
     and cost >= 1 and cost <= limit and (now == nil or now <= max_number)) then
-  if #KEYS ~= 1 or #ARGV ~= 4 then
-    return redis.error_reply('ERR slidelimit: expected one key and four arguments')
+  if #KEYS ~= 1 or #ARGV < 4 or #ARGV > 5 then
+    return redis.error_reply('ERR slidelimit: expected one key and four arguments (five for the bucketed window)')
   end
   local function invalid_argument(field, problem)
     return redis.error_reply('ERR slidelimit invalid_argument ' .. field .. ': ' .. problem)

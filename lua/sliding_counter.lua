@@ -8,6 +8,9 @@
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
 
+if #ARGV ~= 4 then
+  return redis.error_reply('ERR slidelimit: expected one key and four arguments')
+end
 -- No bound on limit beyond the prelude's: the counter's work and memory do not grow with it.
 if argument_error then
   return argument_error

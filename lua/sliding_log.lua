@@ -8,6 +8,9 @@
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
 
+if #ARGV ~= 4 then
+  return redis.error_reply('ERR slidelimit: expected one key and four arguments')
+end
 -- The largest limit the log accepts (slidelimit_core::MAX_LOG_LIMIT): one
 -- entry per permit, so a check's work grows with its cost and with the
 -- expired entries it trims; this bound keeps every check short. Checked

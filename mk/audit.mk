@@ -2,17 +2,22 @@
 # registered binding (docs/driver.md) shares one tenant's budget with the
 # others at the same time; no rolling window may hold more than the limit.
 # And the conformance vectors of every binding on a six-node Redis Cluster.
-#   make audit         # full: 9 windows of 2 s per run, log and counter,
-#                      # uniform and burst, standalone, Cluster and Cluster
-#                      # with a failover one window in
-#   make test-audit    # short (part of make test): the log, uniform,
-#                      # 3 windows, standalone, Cluster, Cluster + failover
+#   make audit         # full: 9 windows of 2 s per run, log, bucketed window
+#                      # and counter, uniform and burst, standalone, Cluster
+#                      # and Cluster with a failover one window in; then
+#                      # log and bucketed window on caller clocks skewed
+#                      # over ±50 ms (issue 12), standalone and Cluster
+#   make test-audit    # short (part of make test): the log, then the
+#                      # bucketed window, uniform, 3 windows, standalone,
+#                      # Cluster, Cluster + failover; then the bucketed
+#                      # window on clocks skewed ±50 ms, standalone (~12 s)
 #   make conformance-cluster
 #   make audit AUDIT_DRIVERS=rust,go   # only these drivers (default: all registered)
 
 AUDIT_WINDOWS ?= 9
-AUDIT_RUNS ?= log:uniform,log:burst,counter:uniform,counter:burst
+AUDIT_RUNS ?= log:uniform,log:burst,bucketed:uniform,bucketed:burst,counter:uniform,counter:burst
 AUDIT_DRIVERS ?=
+AUDIT_SKEW_MS ?= 50
 AUDIT_DRIVER_FLAG = $(if $(AUDIT_DRIVERS),--drivers $(AUDIT_DRIVERS))
 
 TEST_TARGETS += test-audit conformance-cluster
@@ -25,11 +30,15 @@ audit-deps: deps drivers
 test-audit: audit-deps
 	python3 -m unittest -q audit/test_check.py audit/test_run.py
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) \
-		--targets standalone,cluster,cluster-failover --runs log:uniform --out .tmp/audit-short
+		--targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:uniform --out .tmp/audit-short
+	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms $(AUDIT_SKEW_MS) \
+		--targets standalone --runs bucketed:uniform --out .tmp/audit-short
 
 audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
 		--targets standalone,cluster,cluster-failover --runs $(AUDIT_RUNS) --out .tmp/audit
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
+		--skew-ms $(AUDIT_SKEW_MS) --targets standalone,cluster --runs log:uniform,bucketed:uniform --out .tmp/audit
 
 # Every conformance column on the Cluster (SLIDELIMIT_CONFORMANCE_CLUSTER=1
 # makes the Redis columns use SLIDELIMIT_TEST_CLUSTER_URLS); the same table

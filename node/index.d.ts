@@ -1,7 +1,7 @@
 // Types of the `slidelimit` package. Checked by `tsc --noEmit` on
 // examples/typed.ts (make test-node).
 
-export type Algorithm = 'sliding_log' | 'sliding_counter';
+export type Algorithm = 'sliding_log' | 'sliding_counter' | 'bucketed_window';
 
 /** A rate-limit policy: `limit` permits per rolling `windowMs` milliseconds. */
 export interface PolicySpec {
@@ -9,10 +9,19 @@ export interface PolicySpec {
   namespace?: string;
   /** What is limited, e.g. `'geocode'`; `[A-Za-z0-9_.-]{1,64}`. */
   resource: string;
-  /** Default `'sliding_log'` (exact). `'sliding_counter'` is approximate, O(1) memory. */
+  /**
+   * Default `'sliding_log'` (exact). `'sliding_counter'` is approximate, O(1) memory.
+   * `'bucketed_window'` is exact with O(buckets) memory; a permit may be held up to
+   * one bucket width longer than the log would hold it.
+   */
   algorithm?: Algorithm;
   limit: number;
   windowMs: number;
+  /**
+   * Buckets of a `'bucketed_window'`: 1 to 3600, dividing `windowMs`. Default 60.
+   * Given with another algorithm it is `InvalidArgumentError` on `buckets`.
+   */
+  buckets?: number;
 }
 
 /** The validated policy, as core holds it. */
@@ -22,6 +31,8 @@ export interface PolicyInfo {
   readonly algorithm: Algorithm;
   readonly limit: number;
   readonly windowMs: number;
+  /** The bucket count of a `'bucketed_window'` (default filled in); absent for the others. */
+  readonly buckets?: number;
 }
 
 export interface CheckOptions {

@@ -92,12 +92,12 @@ run_row() {
   if ((cluster)); then
     step conformance env SLIDELIMIT_CONFORMANCE_CLUSTER=1 "$root/conformance/all" "$vectors" $bindings
     step server-time python3 "$root/scripts/compat-server-time.py" --cluster
-    step audit "$root/audit/run" --windows 3 --targets cluster,cluster-failover --runs log:uniform \
+    step audit "$root/audit/run" --windows 3 --targets cluster,cluster-failover --runs log:uniform,bucketed:uniform \
       --out "$dir/audit-logs"
   else
     step conformance "$root/conformance/all" "$vectors" $bindings
     step server-time python3 "$root/scripts/compat-server-time.py"
-    step audit "$root/audit/run" --windows 3 --targets standalone --runs log:uniform --out "$dir/audit-logs"
+    step audit "$root/audit/run" --windows 3 --targets standalone --runs log:uniform,bucketed:uniform --out "$dir/audit-logs"
   fi
   # Every key the steps left must expire (scripts/check-ttl.py, as make test).
   step ttl python3 "$root/scripts/check-ttl.py"

@@ -53,11 +53,15 @@ struct Target {
     /// Any UTF-8 string; bytes that are not UTF-8 are `invalid_argument`.
     #[arg(long)]
     tenant: std::ffi::OsString,
-    /// sliding_log or sliding_counter.
+    /// sliding_log, sliding_counter or bucketed_window.
     #[arg(long, default_value = slidelimit_core::DEFAULT_ALGORITHM.as_str())]
     algorithm: String,
     #[arg(long)]
     window_ms: u64,
+    /// Buckets of a bucketed_window (default 60; must divide --window-ms).
+    /// Core rejects it with any other algorithm, so it is not ignored.
+    #[arg(long)]
+    buckets: Option<u64>,
     /// Per-call timeout, 1 to 2^31 - 1 ms (0 is invalid_argument); a slower
     /// or unreachable Redis is `unavailable`.
     #[arg(long, default_value_t = 1000)]
@@ -135,12 +139,13 @@ impl Target {
 
     fn connect(&self, limit: u64) -> slidelimit::Result<blocking::Limiter> {
         let algorithm = Algorithm::parse(&self.algorithm)?;
-        let policy = Policy::new(
+        let policy = Policy::with_buckets(
             &self.namespace,
             &self.resource,
             algorithm,
             limit,
             self.window_ms,
+            self.buckets,
         )?;
         let options = Options {
             timeout: Duration::from_millis(self.timeout_ms),

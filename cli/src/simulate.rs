@@ -1,6 +1,7 @@
 //! `slidelimit simulate`: the seed scenario, replayed through a naive fixed
-//! window (the contrast), the sliding log and the sliding counter, with an
-//! independent audit of the largest count admitted in any rolling window.
+//! window (the contrast), the sliding log, the sliding counter and the
+//! bucketed window, with an independent audit of the largest count admitted
+//! in any rolling window and the state each holds per tenant.
 //!
 //! Everything runs on simulated time (caller time), in one deterministic order,
 //! so the same flags always print the same report, on the embedded engine and
@@ -21,7 +22,7 @@ const TENANT: &str = "demo";
 const RESOURCE: &str = "simulate";
 /// Rows of the steady part are merged at most this many seconds at a time.
 const MAX_ROW_SECONDS: u64 = 10;
-const BAR_WIDTH: usize = 8;
+const BAR_WIDTH: usize = 4;
 /// Redis connections of one limiter in `simulate --redis`.
 const MAX_CONNECTIONS: u32 = 32;
 
@@ -63,6 +64,10 @@ pub struct SimulateArgs {
     /// Seed of the jitter of request times within their second.
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Buckets of the bucketed window (must divide --window-ms). Default: 60
+    /// when 60 divides the window, else the largest divisor of it below 60.
+    #[arg(long)]
+    buckets: Option<u64>,
     /// Run the two sliding algorithms on this Redis (caller time = simulated
     /// time; the demo keys are reset first) instead of the embedded engine.
     #[arg(long, value_name = "URL")]
@@ -78,13 +83,15 @@ pub struct SimulateArgs {
 pub fn run(args: &SimulateArgs) -> std::result::Result<(), Failure> {
     let scenario = Scenario::new(args)?;
     let mut limiters = vec![Limiter::Fixed(FixedWindow::new(args.limit, args.window_ms))];
-    for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
-        let policy = Policy::new(
+    for algorithm in Algorithm::ALL {
+        let buckets = (algorithm == Algorithm::BucketedWindow).then_some(scenario.buckets);
+        let policy = Policy::with_buckets(
             &args.namespace,
             RESOURCE,
             algorithm,
             args.limit,
             args.window_ms,
+            buckets,
         )?;
         limiters.push(match &args.redis {
             None => Limiter::Memory(MemoryEngine::new(), policy),
@@ -135,6 +142,7 @@ struct Event {
 struct Scenario {
     limit: u64,
     window_ms: u64,
+    buckets: u64,
     workers: u32,
     start_ms: u64,
     pattern: Pattern,
@@ -210,6 +218,21 @@ impl Scenario {
             Algorithm::SlidingLog,
             args.limit,
             args.window_ms,
+        )?;
+        // And the bucketed window's count, before any request is made.
+        let buckets = args.buckets.unwrap_or_else(|| {
+            (1..=slidelimit_core::DEFAULT_BUCKETS)
+                .rev()
+                .find(|n| args.window_ms.is_multiple_of(*n))
+                .unwrap_or(1)
+        });
+        Policy::with_buckets(
+            "sim",
+            RESOURCE,
+            Algorithm::BucketedWindow,
+            args.limit,
+            args.window_ms,
+            Some(buckets),
         )?;
         if args.workers == 0 {
             return Err(invalid("workers", "must be at least 1"));
@@ -289,6 +312,7 @@ impl Scenario {
         Ok(Scenario {
             limit,
             window_ms: w,
+            buckets,
             workers: args.workers,
             start_ms,
             pattern: args.pattern,
@@ -370,6 +394,9 @@ struct Outcome {
     allowed: Vec<u64>,
     /// One flag per event, in event order.
     verdicts: Vec<bool>,
+    /// The most the tenant's key held at once (embedded engine only): log
+    /// entries, counter windows or buckets.
+    peak_held: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -377,6 +404,7 @@ enum Kind {
     Fixed,
     Log,
     Counter,
+    Bucketed,
 }
 
 impl Limiter {
@@ -389,6 +417,7 @@ impl Limiter {
         match algorithm {
             Algorithm::SlidingLog => Kind::Log,
             Algorithm::SlidingCounter => Kind::Counter,
+            Algorithm::BucketedWindow => Kind::Bucketed,
         }
     }
 
@@ -398,18 +427,29 @@ impl Limiter {
             Kind::Fixed => "fixed window*",
             Kind::Log => "sliding log",
             Kind::Counter => "sliding counter",
+            Kind::Bucketed => "bucketed window",
+        };
+        let key = match self {
+            Limiter::Memory(_, policy) => Some(policy.key(TENANT)?),
+            _ => None,
         };
         let mut out = Outcome {
             name,
             kind,
             allowed: Vec::new(),
             verdicts: Vec::with_capacity(events.len()),
+            peak_held: None,
         };
         for e in events {
             let allowed = match self {
                 Limiter::Fixed(f) => f.allow(e.at_ms),
                 Limiter::Memory(engine, policy) => {
-                    engine.acquire(policy, TENANT, 1, e.at_ms)?.allowed
+                    let allowed = engine.acquire(policy, TENANT, 1, e.at_ms)?.allowed;
+                    if let Some(key) = &key {
+                        let held = engine.held(key);
+                        out.peak_held = Some(out.peak_held.unwrap_or(0).max(held));
+                    }
+                    allowed
                 }
                 Limiter::Redis(conns) => {
                     conns[e.worker as usize % conns.len()]
@@ -581,7 +621,12 @@ fn render(sc: &Scenario, outcomes: &[Outcome], engine: &str) -> String {
         "{:<16} {:>8} {:>8}   most allowed in any rolling {wl}",
         "limiter", "allowed", "denied"
     );
+    let log_allowed = outcomes
+        .iter()
+        .find(|out| out.kind == Kind::Log)
+        .map(|out| out.allowed.len() as u64);
     let mut words = Vec::new();
+    let mut held = Vec::new();
     for out in outcomes {
         let allowed = out.allowed.len() as u64;
         let (peak, first, last) = max_rolling(&out.allowed, w);
@@ -596,6 +641,16 @@ fn render(sc: &Scenario, outcomes: &[Outcome], engine: &str) -> String {
         } else {
             format!("never over {}", thousands(sc.limit))
         };
+        // The tenant's state at its largest, in the units Redis stores.
+        let unit = match out.kind {
+            Kind::Fixed => "",
+            Kind::Log => " entries",
+            Kind::Counter => " window counts",
+            Kind::Bucketed => " bucket counts",
+        };
+        if let Some(n) = out.peak_held {
+            held.push(format!("{} {}{unit}", out.name, thousands(n)));
+        }
         let _ = writeln!(
             o,
             "{:<16} {:>8} {:>8}   {:>7}  {detail}",
@@ -604,12 +659,39 @@ fn render(sc: &Scenario, outcomes: &[Outcome], engine: &str) -> String {
             thousands(total - allowed),
             thousands(peak),
         );
-        words.push(explain(out.kind, peak, last - first, sc.limit, &wl));
+        let mut line = explain(out.kind, peak, last - first, sc.limit, &wl);
+        if let (Kind::Bucketed, true, Some(log)) = (out.kind, peak <= sc.limit, log_allowed) {
+            let g = sc.window_ms / sc.buckets;
+            let _ = write!(
+                line,
+                " Its state is at most {} bucket counts per tenant ({} buckets + 1), \
+                 whatever the limit, where the log holds one entry per permit; the price \
+                 is that a permit counts until its {} bucket's last millisecond plus the \
+                 window, so it admitted {} where the log admitted {}.",
+                sc.buckets + 1,
+                sc.buckets,
+                window_label(g),
+                thousands(allowed),
+                thousands(log)
+            );
+        }
+        words.push(line);
     }
     let _ = writeln!(
         o,
         "* the contrast: a naive fixed-window counter written for this demo, not part of slidelimit"
     );
+    if !held.is_empty() {
+        // Measured on the engine, whose state mirrors the Redis key's.
+        o.push_str(&wrap(
+            &format!(
+                "State per tenant at its largest, on the embedded engine: {}.",
+                held.join(", ")
+            ),
+            88,
+            "  ",
+        ));
+    }
     let _ = writeln!(o);
     for line in words {
         o.push_str(&wrap(&line, 88, "  "));
@@ -643,6 +725,13 @@ fn explain(kind: Kind, peak: u64, span_ms: u64, limit: u64, wl: &str) -> String 
         Kind::Counter => format!(
             "- Sliding counter: at most {peak_s} in any {wl} with this traffic (approximate)."
         ),
+        Kind::Bucketed if peak <= limit => format!(
+            "- Bucketed window: never more than {limit_s} in any {wl}, across all workers \
+             (exact)."
+        ),
+        Kind::Bucketed => {
+            format!("- Bucketed window: {peak_s} in one {wl}: a BUG, please report it.")
+        }
     }
 }
 
@@ -705,14 +794,14 @@ fn render_timeline(o: &mut String, sc: &Scenario, outcomes: &[Outcome]) {
         window_label(w)
     );
     let num = 5;
-    let cell = num + 1 + BAR_WIDTH + 1 + 7;
+    let cell = num + 1 + BAR_WIDTH + 1 + 6;
     let mut head = format!("{:<14} {:>num$}", "time", "sent");
     let mut sub = format!("{:<14} {:>num$}", "", "");
     for out in outcomes {
         let _ = write!(head, " | {:<cell$}", out.name);
         let _ = write!(
             sub,
-            " | {:<w1$} {rolling:>6} ",
+            " | {:<w1$} {rolling:>6}",
             "allowed",
             w1 = num + 1 + BAR_WIDTH
         );
@@ -734,7 +823,7 @@ fn render_timeline(o: &mut String, sc: &Scenario, outcomes: &[Outcome]) {
             let mark = if in_window > sc.limit { "!" } else { "" };
             let _ = write!(
                 line,
-                " | {:>num$} {} {:>6}{mark:1}",
+                " | {:>num$} {} {:>5}{mark:1}",
                 thousands(allowed),
                 bar(allowed, sent),
                 thousands(in_window)

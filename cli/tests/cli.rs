@@ -59,6 +59,22 @@ fn simulate_shows_the_fixed_window_burst_and_the_sliding_cap() {
     let (allowed, _, peak, _) = summary_row(&report, "sliding counter");
     assert!(allowed > 600 && peak >= 600, "{report}");
 
+    // The bucketed window is exact too, with at most 60 + 1 bucket counts.
+    let (_, _, peak, rest) = summary_row(&report, "bucketed window");
+    assert_eq!(peak, 600, "{rest}");
+    let state = report
+        .split("State per tenant")
+        .nth(1)
+        .expect("a state paragraph");
+    let buckets: u64 = state
+        .split("bucketed window ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no bucket count in {state}"));
+    assert!((1..=61).contains(&buckets), "{state}");
+    assert!(state.contains("sliding log 600 entries"), "{state}");
+
     // The timeline has a row of its own for each burst second.
     assert!(report.lines().any(|l| l.starts_with("12:00:59 ")));
     let burst = report
@@ -174,10 +190,15 @@ fn simulate_on_redis_decides_like_the_embedded_engine() {
         &ns,
     ]);
     assert!(redis.status.success(), "{}", stderr(&redis));
+    // Only the embedded engine reports the state it held (a paragraph).
     let without_engine = |o: &Output| -> Vec<String> {
+        let mut in_state = false;
         stdout(o)
             .lines()
-            .filter(|l| !l.contains("engine:"))
+            .filter(|l| {
+                in_state = l.starts_with("State per tenant") || (in_state && l.starts_with("  "));
+                !in_state && !l.contains("engine:")
+            })
             .map(str::to_owned)
             .collect()
     };
@@ -326,5 +347,91 @@ fn a_zero_timeout_is_invalid_argument_on_every_subcommand() {
             stderr(&out)
         );
         assert!(out.stdout.is_empty(), "{verb}: no decision");
+    }
+}
+
+#[test]
+fn buckets_flag_selects_a_bucketed_window_and_core_checks_it() {
+    let ns = common::unique_namespace("cli-bkt");
+    let url = common::redis_url();
+    let call = |cmd: &str, extra: &[&str]| {
+        let mut args = vec![
+            cmd,
+            "--redis",
+            &url,
+            "--namespace",
+            &ns,
+            "--resource",
+            "geocode",
+            "--tenant",
+            "t",
+            "--window-ms",
+            "60000",
+        ];
+        if cmd != "reset" {
+            args.extend_from_slice(&["--limit", "2"]);
+        }
+        args.extend_from_slice(extra);
+        slidelimit(&args)
+    };
+    let bucketed = |now: &'static str| {
+        [
+            "--algorithm",
+            "bucketed_window",
+            "--buckets",
+            "6",
+            "--now-ms",
+            now,
+            "--json",
+        ]
+    };
+    // Buckets of 10 s: a permit at 1000 ms is held to 9999 + 60000 (protocol.md).
+    let out = call("acquire", &bucketed("1000"));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "{\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_after_ms\":68999,\"now_ms\":1000}\n"
+    );
+    assert_eq!(call("acquire", &bucketed("2000")).status.code(), Some(0));
+    let out = call("acquire", &bucketed("3000"));
+    assert_eq!(out.status.code(), Some(1), "denied exits 1");
+    assert!(
+        stdout(&out).starts_with("{\"allowed\":false,\"remaining\":0,\"retry_after_ms\":66999,"),
+        "{}",
+        stdout(&out)
+    );
+    let out = call(
+        "reset",
+        &["--algorithm", "bucketed_window", "--buckets", "6", "--json"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{{\"reset\":true,\"key\":\"{ns}:{{geocode:t}}:bucketed:60000:6\"}}\n")
+    );
+    // No --buckets: core's default (60).
+    let out = call("reset", &["--algorithm", "bucketed_window", "--json"]);
+    assert!(
+        stdout(&out).ends_with(":bucketed:60000:60\"}\n"),
+        "{}",
+        stdout(&out)
+    );
+
+    // Core's errors, with exit status 11: buckets on another algorithm, a
+    // count that does not divide the window, zero.
+    for extra in [
+        &["--buckets", "6"][..],
+        &["--algorithm", "sliding_counter", "--buckets", "6"],
+        &["--algorithm", "bucketed_window", "--buckets", "7"],
+        &["--algorithm", "bucketed_window", "--buckets", "0"],
+    ] {
+        let out = call("acquire", extra);
+        assert_eq!(out.status.code(), Some(11), "{extra:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with("error: invalid_argument: buckets:"),
+            "{extra:?}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
     }
 }

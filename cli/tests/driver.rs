@@ -294,6 +294,75 @@ fn load_runs_callers_on_the_active_intervals_only() {
 }
 
 #[test]
+fn load_with_skew_ms_calls_on_the_caller_clock() {
+    let ns = common::unique_namespace("driver-load-skew");
+    let out = std::env::temp_dir().join(format!("{ns}.jsonl"));
+    let mut d = Driver::start();
+    let url = common::redis_url();
+    d.ask(&format!(r#"{{"op":"store","kind":"redis","url":"{url}"}}"#));
+    d.ask(
+        &POLICY
+            .replace("NS", &ns)
+            .replace(r#""limit":2"#, r#""limit":5"#),
+    );
+    let wall = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64
+    };
+    // An hour behind: far from Redis's clock, so server time cannot pass for it.
+    let skew: u64 = 3_600_000;
+    let before = wall();
+    let (start, end) = (before + 100, before + 400);
+    let reply = d.ask(&format!(
+        r#"{{"op":"load","lang":"rust","tenant":"t","concurrency":4,"start_at_ms":{start},"end_at_ms":{end},"ramp_ms":0,"jitter_ms":2,"skew_ms":-{skew},"out":"{out}"}}"#,
+        out = out.display()
+    ));
+    let after = wall();
+    let text = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        reply,
+        format!(r#"{{"ok":true,"calls":{},"errors":0}}"#, lines.len())
+    );
+    assert!(lines.len() > 5, "calls were made: {}", lines.len());
+    let mut recorded = Vec::new();
+    for l in &lines {
+        let t = l["now_ms"].as_u64().unwrap();
+        assert!(
+            (start - skew..=after - skew).contains(&t),
+            "now_ms {t} is not the caller clock {} .. {}",
+            start - skew,
+            after - skew
+        );
+        if l["allowed"] == true {
+            // The log records at t = max(now, newest): now + reset - W.
+            recorded.push(t + l["reset_after_ms"].as_u64().unwrap() - 1000);
+        }
+    }
+    assert_eq!(recorded.len(), 5, "the limit holds within one window");
+    assert!(recorded
+        .iter()
+        .all(|r| (start - skew..=after - skew).contains(r)));
+    for bad in ["3600001", "-3600001", "1.5", "\"5\""] {
+        let reply = d.ask(&format!(
+            r#"{{"op":"load","lang":"rust","tenant":"t","concurrency":1,"start_at_ms":0,"end_at_ms":0,"skew_ms":{bad},"out":"{out}"}}"#,
+            out = out.display()
+        ));
+        assert!(
+            reply.starts_with(r#"{"error":"protocol","message":"load: skew_ms must be"#),
+            "skew_ms {bad}: {reply}"
+        );
+    }
+    d.exit();
+}
+
+#[test]
 fn tls_ca_file_and_acl_in_the_url_reach_the_binding() {
     let certs = common::tls::Certificates::generate("driver-server");
     let stranger = common::tls::Certificates::generate("driver-stranger");
@@ -335,5 +404,52 @@ fn tls_ca_file_and_acl_in_the_url_reach_the_binding() {
     let denied = session(&mut d, &wrong, &certs.path("ca.crt"));
     assert!(denied.starts_with(r#"{"error":"#), "{denied}");
     assert!(!denied.contains(r#""error":"protocol""#), "{denied}");
+    d.exit();
+}
+
+#[test]
+fn the_policy_op_takes_buckets() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    let bucketed = POLICY
+        .replace("NS", "rl")
+        .replace("sliding_log", "bucketed_window")
+        .replace(r#""window_ms":1000"#, r#""window_ms":1000,"buckets":4"#);
+    assert_eq!(d.ask(&bucketed), r#"{"ok":true}"#);
+    let key = d.ask(r#"{"op":"key","tenant":"t"}"#);
+    assert!(
+        key.starts_with(r#"{"ok":true,"key":"rl:{geocode:t}:bucketed:1000:4","#),
+        "{key}"
+    );
+    // Buckets of 250 ms: a permit at 1010 is held until 1249 + 1000.
+    assert_eq!(
+        d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1010}"#),
+        r#"{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1239,"now_ms":1010}"#
+    );
+    // Absent buckets: core's default, which must divide the window.
+    let defaulted = bucketed.replace(r#","buckets":4"#, "");
+    let err = d.ask(&defaulted);
+    assert!(
+        err.starts_with(r#"{"error":"invalid_argument","field":"buckets","#),
+        "{err}"
+    );
+    assert_eq!(
+        d.ask(&defaulted.replace(r#""window_ms":1000"#, r#""window_ms":60000"#)),
+        r#"{"ok":true}"#
+    );
+    assert!(d
+        .ask(r#"{"op":"key","tenant":"t"}"#)
+        .contains(":bucketed:60000:60\""));
+    // Buckets on another algorithm is core's error, never ignored.
+    let err = d.ask(&POLICY.replace(r#""window_ms":1000"#, r#""window_ms":1000,"buckets":4"#));
+    assert!(
+        err.starts_with(r#"{"error":"invalid_argument","field":"buckets","#),
+        "{err}"
+    );
+    let err = d.ask(&bucketed.replace(r#""buckets":4"#, r#""buckets":-1"#));
+    assert!(
+        err.contains("buckets must be a non-negative integer"),
+        "{err}"
+    );
     d.exit();
 }

@@ -29,7 +29,12 @@ import scenarios  # noqa: E402
 FORMAT = "slidelimit-vectors/1"
 VECTORS_DIR = HERE.parent / "vectors"
 # Keys of the model's own bookkeeping in a scenario, never written out.
-PRIVATE = ("_hits", "_clock_regression")
+PRIVATE = ("_hits", "_clock_regression", "_field")
+# Algorithms that follow the time rule (docs/protocol.md, "Time"): only their
+# vectors may go back in time, and only when marked clock_regression.
+EXACT = ("sliding_log", "bucketed_window")
+# The bucketed window's largest bucket count (a bucket of 1 ms needs N = W).
+MAX_BUCKETS = model.MAX_BUCKETS
 # Every denial case of the contract must be reached by some vector.
 ALL_CASES = {
     "log-denied-k=1",
@@ -40,6 +45,11 @@ ALL_CASES = {
     "counter-retry-next-window-weight",
     "counter-retry-next-window-start",
     "counter-retry-window-after-next",
+    "bucketed-denied-oldest-bucket",
+    "bucketed-denied-later-bucket",
+    "bucketed-denied-where-log-allows",
+    "bucketed-lagging-caller",
+    "bucketed-leading-denied",
 }
 
 
@@ -77,7 +87,7 @@ def derive_vector(v: dict, hits: set | None = None) -> dict:
     """A copy of the vector with every expectation derived by the model."""
     if v["kind"] == "key":
         return {**v, "expect": model.derive_key_expect(v["input"])}
-    steps = [{k: s[k] for k in ("now_ms", "tenant", "cost")} for s in v["steps"]]
+    steps = [{k: s[k] for k in ("now_ms", "tenant", "cost", "peek") if k in s} for s in v["steps"]]
     expects = model.derive_decision_steps(v["policy"], steps, hits)
     return {**v, "steps": [{**s, "expect": e} for s, e in zip(steps, expects)]}
 
@@ -95,13 +105,54 @@ def check_scenario(v: dict, derived: dict, reached: set) -> None:
         raise ScenarioError(f"{name}: window_ms below 1000 in a vector that records state")
     times = [s["now_ms"] for s in steps]
     goes_back = any(b < a for a, b in zip(times, times[1:]))
-    if goes_back and not (v["_clock_regression"] and v["policy"]["algorithm"] == "sliding_log"):
+    if goes_back and not (v["_clock_regression"] and v["policy"]["algorithm"] in EXACT):
         raise ScenarioError(f"{name}: now_ms goes backwards")
     if v["_clock_regression"] and not goes_back:
         raise ScenarioError(f"{name}: marked clock_regression but time never goes back")
     missing = v["_hits"] - reached
     if missing:
         raise ScenarioError(f"{name}: claims {sorted(missing)} but the model never reaches them")
+    if v.get("_field") is not None:
+        # Which field the error names is not in the log; the model's order
+        # of the rules is pinned here instead.
+        got = model.first_error_field(v["policy"], v["steps"][0])
+        if got != v["_field"]:
+            raise ScenarioError(f"{name}: the first step's error names {got}, the scenario says {v['_field']}")
+    policy = v["policy"]
+    if policy["algorithm"] == "bucketed_window":
+        if "buckets" not in policy and "default-buckets" not in name:
+            # The default of 60 is a binding's convenience; vectors name N,
+            # except those that show the default itself.
+            raise ScenarioError(f"{name}: a bucketed policy names its buckets")
+        if decided and model.buckets_of(policy) == policy["window_ms"]:
+            check_log_equivalence(v, derived)
+
+
+def log_policy(policy: dict) -> dict:
+    return {k: x for k, x in policy.items() if k != "buckets"} | {"algorithm": "sliding_log"}
+
+
+def check_log_equivalence(v: dict, derived: dict) -> None:
+    """g = 1 (buckets = window_ms): the bucketed window is exactly the sliding
+    log. Every step's expectation must equal the log model's for the same
+    steps, error or decision."""
+    steps = [{k: s[k] for k in ("now_ms", "tenant", "cost", "peek") if k in s} for s in v["steps"]]
+    want = model.derive_decision_steps(log_policy(v["policy"]), steps)
+    for i, (got, log) in enumerate(zip((s["expect"] for s in derived["steps"]), want)):
+        if got != log:
+            raise ScenarioError(f"{v['name']} step {i}: g = 1 gives {got}, the sliding log gives {log}")
+
+
+def check_replays(files: dict) -> None:
+    """Every sliding-log decision vector whose window allows N = W has its
+    replay at g = 1 in bucketed_window.json (which check_log_equivalence
+    compares with the log step by step)."""
+    replays = {v["name"] for v in files.get("bucketed_window.json", [])}
+    for v in files["sliding_log.json"]:
+        if v["kind"] == "decision" and v["policy"]["window_ms"] <= MAX_BUCKETS:
+            want = "bucketed/g1/" + v["name"].removeprefix("log/")
+            if want not in replays:
+                raise ScenarioError(f"{v['name']}: no replay {want} at g = 1")
 
 
 def build() -> dict[str, str]:
@@ -122,6 +173,7 @@ def build() -> dict[str, str]:
             all_cases |= reached
             derived_all.append({k: x for k, x in derived.items() if k not in PRIVATE})
         out[file_name] = render_file(derived_all)
+    check_replays(scenarios.FILES)
     if ALL_CASES - all_cases:
         raise ScenarioError(f"no vector reaches {sorted(ALL_CASES - all_cases)}")
     return out
@@ -133,21 +185,30 @@ def fuzz(sequences: int, seed: int) -> None:
     disagreement). Small windows, so every search is also walked ms by ms."""
     rng = random.Random(seed)
     for _ in range(sequences):
-        algorithm = rng.choice(["sliding_log", "sliding_counter"])
+        algorithm = rng.choice(["sliding_log", "sliding_counter", "bucketed_window"])
         window = rng.choice([1, 2, 3, 7, 10, 100, 1000, 1500])
         limit = rng.choice([1, 2, 3, 5, 10, 37])
         policy = {"namespace": "rl", "resource": "fuzz", "algorithm": algorithm, "limit": limit, "window_ms": window}
+        if algorithm == "bucketed_window":
+            # A third at g = 1, where the log's model must agree step by step.
+            policy["buckets"] = window if rng.random() < 0.33 else rng.choice(model.divisors(window))
         now = rng.randrange(0, 5 * window)
         steps = []
         for _ in range(rng.randrange(1, 40)):
             # Mostly bursts inside one window, sometimes a jump over several.
             now += rng.choice([0, 0, 1, rng.randrange(window + 1), rng.randrange(4 * window + 1)])
             caller = now
-            if algorithm == "sliding_log" and rng.random() < 0.3:
+            if algorithm in EXACT and rng.random() < 0.3:
                 # Clocks that disagree (the time rule): a caller behind or ahead.
                 caller = max(0, now + rng.randrange(-2 * window, 2 * window + 1))
             steps.append({"now_ms": caller, "tenant": rng.choice(["a", "b"]), "cost": rng.randint(1, limit)})
-        model.derive_decision_steps(policy, steps)
+            if rng.random() < 0.1:
+                steps[-1]["peek"] = True
+        got = model.derive_decision_steps(policy, steps)
+        if algorithm == "bucketed_window" and policy["buckets"] == window:
+            agree_log = model.derive_decision_steps(log_policy(policy), steps)
+            if got != agree_log:
+                raise model.ModelError(f"g = 1 differs from the sliding log: {policy} {steps}")
 
 
 def main() -> int:

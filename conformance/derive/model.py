@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import binascii
 import bisect
+import copy
 import random
 from dataclasses import dataclass
 
@@ -30,7 +31,11 @@ CLUSTER_SLOTS = 16384
 NAME_CHARS = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 )
-ALGORITHMS = {"sliding_log": "log", "sliding_counter": "counter"}
+ALGORITHMS = {"sliding_log": "log", "sliding_counter": "counter", "bucketed_window": "bucketed"}
+# The bucketed window: 1 <= buckets <= MAX_BUCKETS, buckets divides window_ms;
+# a binding's caller that names no buckets gets DEFAULT_BUCKETS.
+MAX_BUCKETS = 3600
+DEFAULT_BUCKETS = 60
 
 # Brute-force searches walk millisecond by millisecond up to this many steps;
 # past it (day-long windows) they use an exhaustive search over the instants
@@ -47,7 +52,11 @@ class ModelError(AssertionError):
 
 
 class InvalidArgument(Exception):
-    """The contract says: invalid_argument."""
+    """The contract says: invalid_argument; args[0] is the field the error names."""
+
+    @property
+    def field(self) -> str:
+        return self.args[0]
 
 
 def agree(what: str, brute, formula) -> None:
@@ -58,28 +67,47 @@ def agree(what: str, brute, formula) -> None:
 # ---------------------------------------------------------------- validation
 
 
-def check_name(value: str) -> None:
+def check_name(field: str, value: str) -> None:
     # Explicit character set: str.isalnum() would let "é" through.
     if not 1 <= len(value) <= MAX_NAME_LEN or any(c not in NAME_CHARS for c in value):
-        raise InvalidArgument(value)
+        raise InvalidArgument(field)
 
 
 def check_tenant(tenant: str) -> None:
     # The bound is in UTF-8 bytes, not characters.
     if not 1 <= len(tenant.encode("utf-8")) <= MAX_TENANT_BYTES:
-        raise InvalidArgument(tenant)
+        raise InvalidArgument("tenant")
+
+
+def buckets_of(p: dict) -> int | None:
+    """The policy's bucket count: as given, DEFAULT_BUCKETS for a bucketed
+    policy that names none, None for the other algorithms when absent."""
+    if "buckets" in p:
+        return p["buckets"]
+    return DEFAULT_BUCKETS if p["algorithm"] == "bucketed_window" else None
 
 
 def check_policy(p: dict) -> None:
-    check_name(p["namespace"])
-    check_name(p["resource"])
-    if p["limit"] < 1 or p["window_ms"] < 1:
-        raise InvalidArgument("limit/window_ms")
+    """In the order of docs/protocol.md, "Policy and call validation": the
+    first rule broken names the field."""
+    check_name("namespace", p["namespace"])
+    check_name("resource", p["resource"])
+    if p["limit"] < 1:
+        raise InvalidArgument("limit")
+    if p["window_ms"] < 1:
+        raise InvalidArgument("window_ms")
     # Python integers do not overflow: 2^33 * 2^33 really is 2^66 here.
     if p["limit"] * p["window_ms"] > MAX_LIMIT_TIMES_WINDOW:
-        raise InvalidArgument("limit * window_ms")
+        raise InvalidArgument("limit")
     if p["algorithm"] == "sliding_log" and p["limit"] > MAX_LOG_LIMIT:
-        raise InvalidArgument("limit above the log's cap")
+        raise InvalidArgument("limit")
+    buckets = buckets_of(p)
+    if p["algorithm"] == "bucketed_window":
+        if not 1 <= buckets <= MAX_BUCKETS or p["window_ms"] % buckets != 0:
+            raise InvalidArgument("buckets")
+    elif buckets is not None:
+        # Only the bucketed window has buckets; naming them elsewhere is a mistake.
+        raise InvalidArgument("buckets")
 
 
 def check_step(p: dict, now_ms: int, tenant: str, cost: int) -> None:
@@ -88,6 +116,16 @@ def check_step(p: dict, now_ms: int, tenant: str, cost: int) -> None:
         raise InvalidArgument("cost")
     if not 0 <= now_ms <= MAX_NOW_MS:
         raise InvalidArgument("now_ms")
+
+
+def first_error_field(p: dict, step: dict) -> str | None:
+    """The field the contract's error names for this policy and step, or None."""
+    try:
+        check_policy(p)
+        check_step(p, step["now_ms"], step["tenant"], step["cost"])
+    except InvalidArgument as err:
+        return err.field
+    return None
 
 
 # ---------------------------------------------------------------------- keys
@@ -117,13 +155,17 @@ def cluster_slot(key: str) -> int:
     return binascii.crc_hqx(hashed, 0) % CLUSTER_SLOTS
 
 
-def derive_key(namespace: str, resource: str, tenant: str, algorithm: str, window_ms: int):
-    """Returns (key, slot); raises InvalidArgument."""
-    check_name(namespace)
-    check_name(resource)
+def derive_key(namespace: str, resource: str, tenant: str, algorithm: str, window_ms: int,
+               buckets: int | None = None):
+    """Returns (key, slot); raises InvalidArgument. A bucketed window's key
+    ends with its bucket count (`buckets` already defaulted by the caller)."""
+    check_name("namespace", namespace)
+    check_name("resource", resource)
     check_tenant(tenant)
     escaped = escape_tenant(tenant)
     key = f"{namespace}:{{{resource}:{escaped}}}:{ALGORITHMS[algorithm]}:{window_ms}"
+    if algorithm == "bucketed_window":
+        key += f":{buckets}"
     slot = cluster_slot(key)
     # The hash tag must be exactly {resource:tenant}: one slot per tenant.
     agree("slot of the hash tag", slot, binascii.crc_hqx(f"{resource}:{escaped}".encode(), 0) % CLUSTER_SLOTS)
@@ -399,17 +441,175 @@ class SlidingCounter:
         return found
 
 
+class BucketedWindow:
+    """The bucketed window of one key (docs/protocol.md, "Bucketed window"),
+    from its definitions: a plain list of every admission as recorded, (r,
+    bucket of r, permits), never trimmed. With g = W / N, a permit recorded at
+    r belongs to bucket b = floor(r / g) and counts for every now' with
+    r <= now' < x_b = (b + 1)*g - 1 + W. Checks follow the time rule: a check
+    at caller time `now` is evaluated at t = max(now, newest recorded
+    admission) and an admission is recorded at t. Nothing here knows about
+    the hash the scripts keep (t, n, o, bucket fields)."""
+
+    def __init__(self, limit: int, window: int, buckets: int):
+        if window % buckets:
+            raise ModelError("buckets must divide window_ms")
+        self.limit = limit
+        self.window = window
+        self.width = window // buckets
+        self.admissions: list[tuple[int, int, int]] = []
+        self.hits: set[str] = set()
+
+    def bucket_of(self, r: int) -> int:
+        return r // self.width
+
+    def expiry(self, b: int) -> int:
+        """x_b: the first instant at which a permit of bucket b no longer counts."""
+        return (b + 1) * self.width - 1 + self.window
+
+    def eval_time(self, now: int, admissions: list | None = None) -> int:
+        admissions = self.admissions if admissions is None else admissions
+        return max([now] + [r for r, _, _ in admissions])
+
+    def live_at(self, t: int, admissions: list | None = None) -> list[tuple[int, int, int]]:
+        admissions = self.admissions if admissions is None else admissions
+        return [(r, b, n) for r, b, n in admissions if r <= t < self.expiry(b)]
+
+    def count_at(self, t: int, admissions: list | None = None) -> int:
+        return sum(n for _, _, n in self.live_at(t, admissions))
+
+    def caller_count(self, now: int) -> int:
+        return self.count_at(self.eval_time(now))
+
+    def passes(self, now: int, cost: int) -> bool:
+        return self.caller_count(now) + cost <= self.limit
+
+    def log_count_at(self, t: int) -> int:
+        """What the sliding log would count at t over the same admissions."""
+        return sum(n for r, _, n in self.admissions if t - self.window < r <= t)
+
+    def acquire(self, now: int, cost: int) -> Decision:
+        W, L = self.window, self.limit
+        t = self.eval_time(now)
+        if t > now:
+            self.hits.add("bucketed-lagging-caller")
+        live = self.live_at(t)
+        count = sum(n for _, _, n in live)
+        allowed = count + cost <= L
+        if not allowed:
+            if self.log_count_at(t) + cost <= L:
+                # Held to the end of its bucket: the log would have admitted.
+                self.hits.add("bucketed-denied-where-log-allows")
+            newest = max(r for r, _, _ in self.admissions)
+            if now > newest and any(newest < self.expiry(b) <= now for _, b, _ in self.admissions):
+                # A leading caller denied while a bucket is expired for its own
+                # clock but not at the newest admission: nothing is dropped.
+                self.hits.add("bucketed-leading-denied")
+        if allowed:
+            self.admissions.append((t, self.bucket_of(t), cost))
+
+        remaining = self._brute_remaining(now)
+        reset_after = self._first_instant(now, lambda c: c == 0) - now
+        retry_after = 0 if allowed else self._first_instant(now, lambda c: c + cost <= L) - now
+
+        # The closed forms of the contract.
+        if allowed:
+            agree("bucketed remaining", remaining, L - count - cost)
+            agree("bucketed reset_after", reset_after, self.expiry(self.bucket_of(t)) - now)
+        else:
+            need = count + cost - L
+            per_bucket: dict[int, int] = {}
+            for _, b, n in live:
+                per_bucket[b] = per_bucket.get(b, 0) + n
+            summed, b_star = 0, None
+            for b in sorted(per_bucket):
+                summed += per_bucket[b]
+                if summed >= need:
+                    b_star = b
+                    break
+            if b_star is None:
+                raise ModelError("denied, but the live buckets never sum to need")
+            self.hits.add("bucketed-denied-oldest-bucket" if b_star == min(per_bucket)
+                          else "bucketed-denied-later-bucket")
+            newest = max(r for r, _, _ in self.admissions)
+            agree("bucketed remaining", remaining, max(0, L - count))
+            agree("bucketed retry_after (bucket b*)", retry_after, self.expiry(b_star) - now)
+            agree("bucketed reset_after", reset_after, self.expiry(self.bucket_of(newest)) - now)
+            if retry_after <= 0:
+                raise ModelError("a denial must carry retry_after > 0")
+        self.check_rolling_windows()
+        return Decision(allowed, remaining, retry_after, reset_after, now)
+
+    def check_rolling_windows(self) -> None:
+        """The guarantee, by brute force over the recorded admissions: no
+        window [x, x + W) holds more than limit of them (x at each admission)."""
+        ordered = sorted((r, n) for r, _, n in self.admissions)
+        times = [r for r, _ in ordered]
+        prefix = [0]
+        for _, n in ordered:
+            prefix.append(prefix[-1] + n)
+        for i, x in enumerate(times):
+            inside = prefix[bisect.bisect_left(times, x + self.window)] - prefix[i]
+            if inside > self.limit:
+                raise ModelError(f"{inside} admissions in [{x}, {x + self.window}) against a limit of {self.limit}")
+
+    def _brute_remaining(self, now: int) -> int:
+        headroom_hint = self.limit - self.caller_count(now)
+        if headroom_hint > SIMULATE_LIMIT:
+            return max(0, headroom_hint)  # formula only; see SIMULATE_LIMIT
+        trial = list(self.admissions)
+        n = 0
+        # Really perform cost-1 acquires at the same caller instant until one fails.
+        while True:
+            t = self.eval_time(now, trial)
+            if self.count_at(t, trial) + 1 > self.limit:
+                return n
+            trial.append((t, self.bucket_of(t), 1))
+            n += 1
+
+    def _first_instant(self, now: int, ok) -> int:
+        """First caller time t >= now at which ok(count) holds, no other
+        traffic: exhaustive over the instants where the count can change (now
+        and each x_b), and walked ms by ms as well when that is affordable."""
+        changes = sorted({now} | {self.expiry(b) for _, b, _ in self.admissions if self.expiry(b) > now})
+        by_events = next(t for t in changes if ok(self.caller_count(t)))
+        if by_events - now <= LINEAR_SCAN_LIMIT:
+            newest = self.eval_time(0)
+            ends = sorted((self.expiry(b), n) for _, b, n in self.admissions)
+            keys = [x for x, _ in ends]
+            suffix = [0] * (len(ends) + 1)
+            for i in range(len(ends) - 1, -1, -1):
+                suffix[i] = suffix[i + 1] + ends[i][1]
+
+            def fast_count(t: int) -> int:
+                return suffix[bisect.bisect_right(keys, max(t, newest))]
+
+            t = now
+            while not ok(fast_count(t)):
+                t += 1
+            agree("first instant, ms walk vs change points", t, by_events)
+        return by_events
+
+
 # ----------------------------------------------------------------- vectors
+
+
+def new_engine(policy: dict):
+    if policy["algorithm"] == "sliding_log":
+        return SlidingLog(policy["limit"], policy["window_ms"])
+    if policy["algorithm"] == "sliding_counter":
+        return SlidingCounter(policy["limit"], policy["window_ms"])
+    return BucketedWindow(policy["limit"], policy["window_ms"], buckets_of(policy))
 
 
 def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = None) -> list[dict]:
     """Expectations for each step of a decision vector, from empty state;
-    `hits` collects which denial cases of the contract the vector reaches."""
+    `hits` collects which denial cases of the contract the vector reaches. A
+    step with "peek": true decides as acquire would and writes nothing."""
     try:
         check_policy(policy)
     except InvalidArgument:
         return [{"error": "invalid_argument"} for _ in steps]
-    model = SlidingLog if policy["algorithm"] == "sliding_log" else SlidingCounter
     state: dict[str, object] = {}
     out = []
     for step in steps:
@@ -420,19 +620,25 @@ def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = No
             continue
         # State lives per derived key: tenants that escape alike would share it.
         key, _ = derive_key(policy["namespace"], policy["resource"], step["tenant"],
-                            policy["algorithm"], policy["window_ms"])
-        engine = state.setdefault(key, model(policy["limit"], policy["window_ms"]))
+                            policy["algorithm"], policy["window_ms"], buckets_of(policy))
+        engine = state.setdefault(key, new_engine(policy))
+        if step.get("peek"):
+            # The same decision on a throwaway copy: peek writes nothing.
+            engine = copy.deepcopy(engine)
         out.append(engine.acquire(step["now_ms"], step["cost"]).as_dict())
-    if hits is not None:
-        for engine in state.values():
+        if hits is not None:
             hits |= engine.hits
     return out
 
 
 def derive_key_expect(inp: dict) -> dict:
+    # A key is asked of a policy built with limit 1 (conformance/check.py), so
+    # the policy's own rules (window_ms, buckets) apply too.
+    policy = {**{k: inp[k] for k in inp if k != "tenant"}, "limit": 1}
     try:
+        check_policy(policy)
         key, slot = derive_key(inp["namespace"], inp["resource"], inp["tenant"],
-                               inp["algorithm"], inp["window_ms"])
+                               inp["algorithm"], inp["window_ms"], buckets_of(policy))
     except InvalidArgument:
         return {"error": "invalid_argument"}
     return {"key": key, "slot": slot}
@@ -445,6 +651,7 @@ def self_test() -> None:
     agree("slot of foo{}{bar}", cluster_slot("foo{}{bar}"), binascii.crc_hqx(b"foo{}{bar}", 0) % 16384)
     agree("escape", escape_tenant("a}b{%\x00 \x7f!~é"), "a%7Db%7B%25%00%20%7F!~é")
     skewed_clocks_self_test()
+    bucketed_self_test()
 
 
 def skewed_clocks_self_test(runs: int = 40, steps: int = 30, seed: int = 12) -> None:
@@ -483,3 +690,42 @@ def skewed_clocks_self_test(runs: int = 40, steps: int = 30, seed: int = 12) -> 
             naive_over += 1
     if naive_over == 0:
         raise ModelError("the skewed sequences never show the flaw the time rule fixes; make them harsher")
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, min(n, MAX_BUCKETS) + 1) if n % d == 0]
+
+
+def bucketed_self_test(runs: int = 60, steps: int = 30, seed: int = 13) -> None:
+    """The bucketed window over random sequences with skewed caller clocks
+    (callers up to 1.5 W behind or ahead), at random bucket counts: every
+    acquire checks its rolling windows and closed forms (in acquire), the
+    retry hint is exact for the caller's clock, and at g = 1 every decision
+    equals the sliding log's; at g > 1 it never admits what the log denies
+    (a permit is only ever held longer)."""
+    rng = random.Random(seed)
+    for run in range(runs):
+        limit, window = rng.randint(1, 5), rng.choice([1000, 1200, 1500, 2000])
+        buckets = window if run % 3 == 0 else rng.choice(divisors(window))
+        engine = BucketedWindow(limit, window, buckets)
+        log = SlidingLog(limit, window)
+        base = 1_000_000
+        for _ in range(steps):
+            base += rng.randrange(window // 2)
+            now = base + rng.randrange(3 * window) - 3 * window // 2
+            cost = rng.randint(1, limit)
+            log_would = log.passes(now, cost)
+            d = engine.acquire(now, cost)
+            if d.allowed and not log_would:
+                raise ModelError(f"bucketed admits at {now} what the log over the same admissions denies")
+            if buckets == window:
+                agree("g = 1: the log's decision", log.acquire(now, cost), d)
+            else:
+                # Keep the log on the bucketed admissions, to compare the next step.
+                log.entries = [r for r, _, n in engine.admissions for _ in range(n)]
+            if not d.allowed:
+                probe = copy.deepcopy(engine)
+                agree("retry: one ms earlier still denied", probe.passes(now + d.retry_after_ms - 1, cost), False)
+                agree("retry: passes at now + retry_after", probe.passes(now + d.retry_after_ms, cost), True)
+                agree("reset: something still counts one ms earlier", probe.caller_count(now + d.reset_after_ms - 1) > 0, True)
+                agree("reset: nothing counts at now + reset_after", probe.caller_count(now + d.reset_after_ms), 0)

@@ -6,7 +6,15 @@ Rules every decision scenario keeps (checked by generate.py):
   clock while steps use caller time, so a vector must never depend on a key
   expiring (or not) between two steps;
 - now_ms never goes backwards, except in vectors marked clock_regression
-  (sliding log only: the time rule, t = max(now, newest recorded admission));
+  (sliding log and bucketed window only: the time rule, t = max(now, newest
+  recorded admission));
+- a bucketed policy names its buckets, except the vectors named
+  `*default-buckets*`, which show that a binding's default is 60;
+- a bucketed vector at g = 1 (buckets = window_ms) expects exactly what the
+  sliding log's model gives for the same steps, and every sliding-log
+  decision vector with window_ms <= 3600 has such a replay, `bucketed/g1/*`;
+- `_field` (validation vectors) is the field the first step's error names in
+  the model's order of the rules (the decision log carries only the code);
 - `hits` names the denial cases of the contract a vector claims to pin; the
   model must actually reach each of them.
 """
@@ -26,24 +34,32 @@ def S(now_ms: int, cost: int = 1, tenant: str = "t-1") -> dict:
     return {"now_ms": now_ms, "tenant": tenant, "cost": cost}
 
 
+def P(now_ms: int, cost: int = 1, tenant: str = "t-1") -> dict:
+    """A peek: decides as an acquire would and records nothing."""
+    return {**S(now_ms, cost, tenant), "peek": True}
+
+
 def key(name, comment, tenant="tenant-17", namespace="rl", resource="geocode",
-        algorithm="sliding_log", window_ms=60_000):
-    return {
+        algorithm="sliding_log", window_ms=60_000, buckets=None):
+    v = {
         "name": name,
         "kind": "key",
         "comment": comment,
         "input": {"namespace": namespace, "resource": resource, "tenant": tenant,
                   "algorithm": algorithm, "window_ms": window_ms},
     }
+    if buckets is not None:
+        v["input"]["buckets"] = buckets
+    return v
 
 
 def decision(name, comment, algorithm, limit, window_ms, steps, namespace="rl",
-             resource=None, hits=(), clock_regression=False):
+             resource=None, hits=(), clock_regression=False, buckets=None, field=None):
     # Each vector gets its own resource, so vectors never share a key even if a
     # runner forgot to clear one.
     if resource is None:
         resource = name.replace("/", "-")
-    return {
+    v = {
         "name": name,
         "kind": "decision",
         "comment": comment,
@@ -52,7 +68,11 @@ def decision(name, comment, algorithm, limit, window_ms, steps, namespace="rl",
         "steps": steps,
         "_hits": set(hits),
         "_clock_regression": clock_regression,
+        "_field": field,
     }
+    if buckets is not None:
+        v["policy"]["buckets"] = buckets
+    return v
 
 
 def log(name, comment, limit, window_ms, steps, **kw):
@@ -61,6 +81,11 @@ def log(name, comment, limit, window_ms, steps, **kw):
 
 def counter(name, comment, limit, window_ms, steps, **kw):
     return decision(name, comment, "sliding_counter", limit, window_ms, steps, **kw)
+
+
+def bucketed(name, comment, limit, window_ms, buckets, steps, **kw):
+    """buckets=None leaves the field out (the `*default-buckets*` vectors)."""
+    return decision(name, comment, "bucketed_window", limit, window_ms, steps, buckets=buckets, **kw)
 
 
 # ---------------------------------------------------------------------- keys
@@ -142,6 +167,21 @@ KEYS = [
     key("key/slot-user", "The slot of a tenant holding a colon.", resource="search", tenant="user:1000"),
     key("key/slot-escaped", "The slot is computed over the escaped tenant, as Redis sees the key.", resource="search", tenant="acme corp"),
     key("key/slot-utf8", "The slot is computed over the UTF-8 bytes of the key.", resource="search", tenant="東京"),
+    key("key/bucketed-tag", "The bucketed window uses the tag `bucketed` and ends with its bucket count: "
+        "<namespace>:{<resource>:<tenant>}:bucketed:<window_ms>:<buckets>; same hash tag, so the same slot as key/plain.",
+        algorithm="bucketed_window", buckets=60),
+    key("key/bucketed-buckets-in-key", "buckets is part of the key: the same window bucketed otherwise is another key, "
+        "so two policies never read each other's buckets.", algorithm="bucketed_window", buckets=600),
+    key("key/bucketed-one-bucket", "N = 1 (one bucket as wide as the window) is written :1.",
+        algorithm="bucketed_window", window_ms=1000, buckets=1),
+    key("key/bucketed-default-buckets", "A bucketed policy that names no buckets takes the default 60, and the key says so "
+        "(the one key vector that leaves buckets out).", algorithm="bucketed_window"),
+    key("key/bucketed-escaped-tenant", "The tenant is escaped as for the other algorithms; the slot is the same as the "
+        "log's key for that tenant.", algorithm="bucketed_window", tenant="a}b c", window_ms=3600, buckets=3600),
+    key("key/bucketed-buckets-not-dividing", "buckets must divide window_ms: no key for 7 buckets of a 60,000 ms window "
+        "(invalid_argument).", algorithm="bucketed_window", buckets=7),
+    key("key/log-with-buckets", "Only the bucketed window has buckets: a sliding-log policy that names them is "
+        "invalid_argument, so it has no key.", buckets=60),
 ]
 
 # --------------------------------------------------------------- sliding log
@@ -330,22 +370,201 @@ COUNTER = [
             hits=["counter-retry-next-window"]),
 ]
 
+# ----------------------------------------------------------- bucketed window
+# g = W / N; a permit recorded at r goes to bucket b = floor(r / g) and counts
+# while now' < x_b = (b + 1)*g - 1 + W (docs/protocol.md, "Bucketed window").
+
+BUCKETED = [
+    bucketed("bucketed/fill-to-limit", "Permits are admitted while live + cost <= limit (g = 100); the first denial waits "
+             "for the oldest live bucket (retry = x_b - now, x_b = (b+1)*g - 1 + W) and reset_after is x_b - now for the "
+             "newest admission's bucket.",
+             3, 1000, 10, [S(10_000), S(10_050), S(10_150), S(10_199), S(11_098), S(11_099), S(11_099), S(11_100)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/boundary-last-ms-of-bucket", "A permit counts while now < x_b: at x_b - 1 it still blocks "
+             "(retry 1), at x_b it is gone. A permit at the first ms of a bucket is held W + g - 1 (reset 1099), one at "
+             "its last ms exactly W (reset 1000).",
+             1, 1000, 10, [S(10_000), S(11_098), S(11_099), S(12_098), S(12_099)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    bucketed("bucketed/held-to-end-of-bucket", "A permit is held as if admitted at the last ms of its bucket: at 11,000 "
+             "the log would have let 10,000 go, the bucketed window counts it until it is gone at 11,249 (at most "
+             "g - 1 ms more than the log).",
+             2, 1000, 4, [S(10_000), S(10_249), S(11_000), S(11_248), S(11_249, 2), S(11_250)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    bucketed("bucketed/cost-spans-buckets", "cost > 1 with need = live + cost - limit: b* is the first live bucket at "
+             "which the count summed from the oldest reaches need, here the second (retry = x_b* - now); a denial is "
+             "all or nothing.",
+             10, 1000, 10, [S(10_000, 2), S(10_150, 3), S(10_250, 4), S(10_300, 6), S(10_300, 1), S(11_198, 6),
+                            S(11_199, 6), S(11_199, 1)],
+             hits=["bucketed-denied-later-bucket", "bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/cost-spans-many-buckets", "40 buckets of one permit each: a denial of cost 40 waits for the newest "
+             "bucket, of cost 25 for the 25th oldest (an implementation that reads 8, 16, 32 buckets at a time needs "
+             "every batch); remaining is 0 throughout.",
+             40, 10_000, 100, [S(10_000 + 100 * i) for i in range(40)] + [S(14_000, 40), S(14_000, 25), S(14_000, 1)],
+             hits=["bucketed-denied-later-bucket", "bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/cost-equals-limit", "cost = limit fits only when nothing counts: denied with need = limit, it "
+             "waits for the newest bucket.",
+             4, 1000, 10, [S(10_000, 2), S(10_500, 2), S(10_600, 4), S(11_099, 4), S(11_599, 4), S(11_600, 4)],
+             hits=["bucketed-denied-later-bucket"]),
+    bucketed("bucketed/denied-is-not-recorded", "Denied requests are never recorded: after many denials the whole limit is "
+             "free again at x_b.",
+             2, 1000, 10, [S(10_000, 2), S(10_100), S(10_500, 2), S(10_900), S(11_098, 2), S(11_099, 2)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/remaining-on-denial", "On a denial remaining = max(0, limit - live): room may be left for a "
+             "smaller request.",
+             5, 1000, 10, [S(10_000, 3), S(10_100, 3), S(10_100, 2), S(10_200, 1)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/idle-gap-everything-expired", "After an idle gap of several windows every bucket has expired: the "
+             "full limit is free and reset_after is x_b - now of the new permit's bucket.",
+             3, 1000, 10, [S(10_000, 3), S(10_500), S(15_050, 3), S(15_050), S(30_999, 1)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/partial-expiry", "Only buckets with x_b <= t have expired; the others still count (g = 200).",
+             5, 1000, 5, [S(10_000), S(10_210), S(10_420), S(10_630), S(10_840), S(11_500, 3), S(11_599, 3),
+                          S(11_599, 1)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/many-buckets-expire-after-idle", "25 buckets of 2 permits; after a pause the six oldest have "
+             "expired at once and the rest still count; a denial then waits for the fourth live bucket; later all "
+             "but the newest have expired.",
+             50, 10_000, 100, [S(10_000 + 100 * i, 2) for i in range(25)] + [S(20_650, 10), S(20_650, 10),
+                                                                           S(25_000, 30), S(25_000, 11)],
+             hits=["bucketed-denied-later-bucket", "bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/first-window-of-epoch", "Times below W (t + 1 - W negative, the first live bucket below 0): a "
+             "permit at 0 (bucket 0, g = 250) still blocks at 1,248 and is gone at 1,249.",
+             2, 1000, 4, [S(0), S(300), S(999), S(1_248), S(1_249), S(1_300)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    bucketed("bucketed/one-bucket-fixed-window", "N = 1: one bucket as wide as the window, i.e. a fixed window whose "
+             "permits are held W - 1 ms past its end (a permit of [10,000, 11,000) is gone at 11,999).",
+             3, 1000, 1, [S(10_000), S(10_999), S(11_000), S(11_500), S(11_998), S(11_999, 2), S(12_998), S(12_999, 3)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    bucketed("bucketed/one-bucket-minute", "N = 1 over a minute on a real clock: a burst at the last second of a "
+             "minute holds the next minute too, until x_b.",
+             100, 60_000, 1, [S(T0 + 59_000, 100), S(T0 + 60_000), S(T0 + 119_998, 100), S(T0 + 119_999, 100)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    bucketed("bucketed/peek-vs-acquire", "Peek decides exactly as acquire and records nothing: an allowed peek shows "
+             "remaining as if recorded, yet the next acquire sees the state before it; a denied peek gives the same "
+             "hints as the acquire.",
+             2, 1000, 10, [S(10_000), P(10_050), P(10_050, 2), S(10_060), P(10_070), S(10_070), P(11_098), P(11_099, 2),
+                           S(11_099, 2), P(11_099)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/sliding-not-fixed", "A rolling window of buckets, not a fixed one: permits from the end of one "
+             "window still block the start of the next.",
+             4, 1000, 10, [S(10_900, 2), S(11_100, 2), S(11_200), S(11_999, 2), S(12_000, 2), S(12_099), S(12_199, 2)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/tenant-isolation", "Two tenants under one policy have separate buckets.",
+             2, 1000, 10, [S(10_000, 1, "t-a"), S(10_100, 1, "t-a"), S(10_200, 1, "t-a"), S(10_300, 1, "t-b"),
+                           S(10_400, 1, "t-b"), S(10_500, 1, "t-b"), S(11_099, 1, "t-a"), S(11_199, 1, "t-a")],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/realistic-timestamps", "The seed's case at N = 60 (one-second buckets): 600 at 12:00:59 are gone at "
+             "12:01:59.999, 999 ms after the log would let them go; the burst at 12:01:00 waits 59,999 ms.",
+             600, 60_000, 60, [S(T0 + 59_000, 300), S(T0 + 59_000, 300), S(T0 + 60_000), S(T0 + 60_000, 600),
+                               S(T0 + 119_000), S(T0 + 119_998), S(T0 + 119_999, 600)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    bucketed("bucketed/limit-100000", "A limit of 100,000 (ten times the log's cap) at N = 60: big batches over several "
+             "buckets; need = 30,000 is met by the oldest bucket, need = 50,001 only by the second.",
+             100_000, 60_000, 60, [S(T0, 40_000), S(T0 + 10_500, 50_000), S(T0 + 30_999, 10_000), S(T0 + 31_000, 30_000),
+                                   S(T0 + 59_999, 50_001), S(T0 + 60_998, 1), S(T0 + 60_999, 40_000),
+                                   S(T0 + 60_999, 1), S(T0 + 71_499, 100_000), S(T0 + 120_998, 100_000),
+                                   S(T0 + 120_999, 100_000)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-later-bucket"]),
+    bucketed("bucketed/limit-times-window-2p52", "limit * window_ms exactly 2^52 (2^22 * 2^30, N = 2^11, g = 2^19): "
+             "counts near 2^22 and hints near 2^30 stay exact.",
+             2**22, 2**30, 2**11, [S(T0, 2**21), S(T0 + 2**20, 2**21 - 1), S(T0 + 2**21, 2), S(T0 + 2**21, 1),
+                                   S(T0 + 2**30 + 2**19, 2**21), S(T0 + 2**31, 2**22)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/big-window-one-day-hourly", "A one-day window of 24 hourly buckets; hints span most of a day.",
+             1000, DAY, 24, [S(T0, 500), S(T0 + 3_600_000, 500), S(T0 + 7_200_000), S(T0 + 7_200_000, 600),
+                             S(T0 + DAY + 3_599_999), S(T0 + DAY + 3_600_000, 500), S(T0 + DAY + 3_600_000, 1)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-later-bucket"]),
+    bucketed("bucketed/max-buckets-3600", "N = 3,600 (the cap) over an hour: one-second buckets.",
+             5, 3_600_000, 3600, [S(T0 + 500, 3), S(T0 + 1_000, 2), S(T0 + 1_000), S(T0 + 3_600_999), S(T0 + 3_601_000, 4),
+                                  S(T0 + 3_601_999, 5)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    bucketed("bucketed/now-at-2p52", "now_ms = 2^52, the largest valid caller time: the bucket index and x_b go past it "
+             "and stay exact.",
+             2, 1000, 10, [S(P52 - 1), S(P52), S(P52), S(P52, 2)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/window-2p52-one-bucket", "limit 1, W = 2^52, N = 1 at now = 2^52: x_b = 3*2^52 - 1 is not a double "
+             "(above 2^53), the hints x_b - now = 2^53 - 1 are: an implementation must not form x_b first in doubles.",
+             1, P52, 1, [S(P52), S(P52)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/window-2p50", "A window of 2^50 ms in 2^10 buckets (g = 2^40, limit 4): hints far beyond 2^32 stay "
+             "exact.",
+             4, 2**50, 2**10, [S(T0, 3), S(T0 + 1_000), S(T0 + 2_000), S(T0 + 3_000, 4)],
+             hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("bucketed/default-buckets", "A bucketed policy that names no buckets takes 60 (the one decision vector "
+             "that leaves buckets out): over 60,000 ms that is g = 1,000, so a permit at T0 + 500 still counts at "
+             "T0 + 60,998 and is gone at T0 + 60,999.",
+             5, 60_000, None, [S(T0 + 500, 5), S(T0 + 60_500), S(T0 + 60_998, 5), S(T0 + 60_999, 5)],
+             hits=["bucketed-denied-oldest-bucket", "bucketed-denied-where-log-allows"]),
+    # The time rule: evaluated at t = max(now, newest recorded admission), recorded at t (in t's bucket),
+    # nothing dropped unless expired at the newest recorded time.
+    bucketed("bucketed/skew-lagging-caller-records-in-newest-bucket", "A lagging caller is recorded at the newest "
+             "admission, hence in its bucket (not its own clock's): at 11,249 the oldest bucket has expired, yet the "
+             "lagging permit still counts, until x of the newest bucket.",
+             3, 1000, 4, [S(10_240), S(10_260), S(10_200), S(11_249, 2), S(11_499, 3)],
+             hits=["bucketed-lagging-caller", "bucketed-denied-oldest-bucket"], clock_regression=True),
+    bucketed("bucketed/skew-lagging-caller-evaluated-at-newest", "A lagging caller is evaluated at the newest admission: "
+             "buckets expired there no longer count for it even though its own clock is earlier; retry and reset are "
+             "relative to its own clock.",
+             2, 1000, 10, [S(10_000), S(10_999), S(10_500), S(11_500), S(11_000), S(12_599)],
+             hits=["bucketed-lagging-caller", "bucketed-denied-oldest-bucket"], clock_regression=True),
+    bucketed("bucketed/skew-leading-denial-keeps-buckets", "Issue 12's case with buckets (N = 60): a leading caller's "
+             "denial at 1,065,000 must not drop the bucket of 1,000,000, expired for its clock but not at the newest "
+             "admission (1,030,500); the lagging caller at 1,040,000 is then denied, never three permits in 60 s "
+             "against a limit of 2.",
+             2, 60_000, 60, [S(1_000_000), S(1_030_500), S(1_065_000, 2), S(1_040_000), S(1_065_000), S(1_065_001)],
+             hits=["bucketed-leading-denied", "bucketed-denied-oldest-bucket"], clock_regression=True),
+    bucketed("bucketed/skew-leading-allowed-then-lagging", "A leading caller admitted far ahead moves the newest time: "
+             "lagging callers after it are evaluated and recorded there, in its bucket.",
+             3, 1000, 10, [S(20_000), S(20_100), S(25_000), S(20_200, 2), S(20_300, 3), S(26_098, 3), S(26_099, 3)],
+             hits=["bucketed-lagging-caller", "bucketed-denied-oldest-bucket"], clock_regression=True),
+    bucketed("bucketed/skew-server-clock-steps-back", "The clock steps back after a burst: a check at 51,800 is denied "
+             "and drops nothing though buckets are expired for its clock; after the step back to 50,950 every bucket "
+             "still counts, and a caller at 51,399 sees only what has expired at its own time.",
+             4, 1000, 10, [S(50_000), S(50_300), S(50_600), S(50_900), S(51_800, 4), S(50_950), S(50_960, 2), S(51_399),
+                           S(51_699), S(51_999), S(51_999, 2)],
+             hits=["bucketed-leading-denied", "bucketed-denied-oldest-bucket", "bucketed-denied-later-bucket"],
+             clock_regression=True),
+    # g = 1 (buckets = window_ms) is the sliding log; these and the replays below are compared with
+    # the log's model step by step by generate.py.
+    bucketed("bucketed/g1/skew-leading-denial-keeps-entries-3600", "g = 1 is exactly the sliding log: issue 12's case at "
+             "W = 3,600 (the log's own vector uses 100,000, beyond N's cap): the leading denial drops nothing and the "
+             "lagging caller is denied.",
+             2, 3600, 3600, [S(1_000_000), S(1_000_001), S(1_003_600, 2), S(1_001_800), S(1_003_600), S(1_003_601)],
+             hits=["bucketed-leading-denied", "bucketed-denied-oldest-bucket"], clock_regression=True),
+    bucketed("bucketed/g1/peek-3600", "g = 1 with peeks, N = 3,600 at the cap: peeks and acquires decide as the log does.",
+             3, 3600, 3600, [S(10_000), P(10_001, 3), S(10_002, 2), P(13_599), P(13_600), S(13_600, 2), P(13_602, 2)],
+             hits=["bucketed-denied-oldest-bucket"]),
+]
+
+
+def g1_replay(v: dict) -> dict:
+    """A sliding-log vector replayed as a bucketed window with buckets = window_ms."""
+    return bucketed("bucketed/g1/" + v["name"].removeprefix("log/"),
+                    f"g = 1 (buckets = window_ms) is exactly the sliding log; replays {v['name']}: {v['comment']}",
+                    v["policy"]["limit"], v["policy"]["window_ms"], v["policy"]["window_ms"],
+                    [dict(s) for s in v["steps"]], clock_regression=v["_clock_regression"])
+
+
+BUCKETED += [g1_replay(v) for v in LOG if v["policy"]["window_ms"] <= 3600]
+
 # ---------------------------------------------------------------- validation
 
 
-def both(name, comment, limit, window_ms, steps, **kw):
-    """The same validation vector for each algorithm."""
+def both(name, comment, limit, window_ms, steps, buckets=10, **kw):
+    """The same validation vector for each algorithm (the bucketed one with
+    `buckets`, valid for the window unless the window itself is invalid)."""
     return [log(f"validation/log-{name}", comment, limit, window_ms, steps, **kw),
-            counter(f"validation/counter-{name}", comment, limit, window_ms, steps, **kw)]
+            counter(f"validation/counter-{name}", comment, limit, window_ms, steps, **kw),
+            bucketed(f"validation/bucketed-{name}", comment, limit, window_ms, buckets, steps, **kw)]
 
 
 VALIDATION = [
     *both("limit-zero", "limit must be at least 1: every step is invalid_argument.", 0, 1000, [S(10_000)]),
     *both("window-zero", "window_ms must be at least 1: every step is invalid_argument.", 10, 0, [S(10_000)]),
     *both("limit-times-window-above-2p52", "limit * window_ms = (2^26 + 1) * 2^26 exceeds 2^52: invalid_argument.",
-          2**26 + 1, 2**26, [S(10_000)]),
+          2**26 + 1, 2**26, [S(10_000)], buckets=64),
     *both("limit-times-window-wraps-64-bits", "limit * window_ms = 2^33 * 2^33 = 2^66, which wraps to 0 in 64-bit "
-          "arithmetic: still invalid_argument.", 2**33, 2**33, [S(10_000)]),
+          "arithmetic: still invalid_argument.", 2**33, 2**33, [S(10_000)], buckets=64),
     counter("validation/counter-limit-times-window-wraps-to-small", "(2^32 + 1) * 2^32 wraps to 2^32 in 64-bit arithmetic: "
             "invalid_argument all the same.", 2**32 + 1, 2**32, [S(10_000)]),
     log("validation/log-limit-above-2p52", "A limit of 2^53 - 1 with window_ms 1000 is far beyond 2^52: invalid_argument.",
@@ -383,6 +602,54 @@ VALIDATION = [
     *both("resource-empty", "An empty resource is invalid_argument.", 3, 1000, [S(10_000)], resource=""),
     *both("resource-bad-char", "A resource holding `{` is invalid_argument: it would move the hash tag.",
           3, 1000, [S(10_000)], resource="geo{code"),
+    # buckets (docs/protocol.md, "Bucketed window"): 1 <= buckets <= 3600, buckets divides window_ms,
+    # and only the bucketed window takes buckets. Checked after limit, window_ms, their product and
+    # the log's cap, before cost and now_ms; `field` is the field the error names.
+    bucketed("validation/bucketed-buckets-zero", "buckets must be at least 1: every step is invalid_argument.",
+             3, 1000, 0, [S(10_000)], field="buckets"),
+    bucketed("validation/bucketed-buckets-one", "buckets = 1 is valid (one bucket as wide as the window).",
+             3, 1000, 1, [S(10_000), S(10_001, 3)], hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("validation/bucketed-buckets-3600", "buckets = 3,600 (the cap) is valid where it divides the window.",
+             3, 3_600_000, 3600, [S(T0), S(T0 + 1, 3)], hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("validation/bucketed-buckets-3601", "buckets = 3,601 is above the cap even though it divides the window "
+             "(3,601,000 ms): invalid_argument.", 3, 3_601_000, 3601, [S(T0)], field="buckets"),
+    bucketed("validation/bucketed-buckets-2p32", "buckets = 2^32 divides a window of 2^32 but is far above the cap "
+             "(and would wrap a 32-bit count to 0): invalid_argument.", 1, 2**32, 2**32, [S(T0)], field="buckets"),
+    bucketed("validation/bucketed-buckets-not-dividing", "buckets must divide window_ms: 7 buckets of 1,000 ms are "
+             "invalid_argument (never rounded).", 3, 1000, 7, [S(10_000)], field="buckets"),
+    bucketed("validation/bucketed-buckets-above-window", "buckets above window_ms cannot divide it (a bucket narrower "
+             "than 1 ms): invalid_argument.", 3, 1000, 2000, [S(10_000)], field="buckets"),
+    bucketed("validation/bucketed-buckets-equal-window", "buckets = window_ms is valid: 1 ms buckets, the sliding log.",
+             3, 1000, 1000, [S(10_000, 3), S(10_999), S(11_000, 3)], hits=["bucketed-denied-oldest-bucket"]),
+    bucketed("validation/bucketed-default-buckets-must-divide", "A bucketed policy that names no buckets takes 60, which "
+             "must divide window_ms like any other count: 60 does not divide 1,000, so invalid_argument (the one "
+             "validation vector that leaves buckets out).", 3, 1000, None, [S(10_000)], field="buckets"),
+    log("validation/log-buckets-given", "Only the bucketed window takes buckets: a sliding-log policy that names them, "
+        "even a count that divides its window, is invalid_argument on buckets.",
+        3, 60_000, [S(T0)], buckets=60, field="buckets"),
+    counter("validation/counter-buckets-given", "Only the bucketed window takes buckets: a sliding-counter policy that "
+            "names them is invalid_argument on buckets.", 3, 60_000, [S(T0)], buckets=60, field="buckets"),
+    log("validation/log-buckets-one", "Not even buckets = 1 is accepted on the sliding log.",
+        3, 1000, [S(10_000)], buckets=1, field="buckets"),
+    bucketed("validation/bucketed-limit-before-buckets", "limit 0 and buckets 0: the error names limit (limit is "
+             "checked first).", 0, 1000, 0, [S(10_000)], field="limit"),
+    bucketed("validation/bucketed-window-before-buckets", "window_ms 0 and buckets 7: the error names window_ms.",
+             3, 0, 7, [S(10_000)], field="window_ms"),
+    bucketed("validation/bucketed-product-before-buckets", "limit * window_ms above 2^52 and buckets not dividing the "
+             "window: the error names limit.", 2**26 + 1, 2**26, 3, [S(10_000)], field="limit"),
+    log("validation/log-cap-before-buckets", "A sliding-log limit above the cap and buckets given: the error names limit.",
+        10_001, 60_000, [S(T0)], buckets=60, field="limit"),
+    bucketed("validation/bucketed-buckets-before-cost", "buckets not dividing the window and cost 0: the error names "
+             "buckets, for every step (a policy error), before any cost is looked at.",
+             3, 1000, 7, [S(10_000, 0), S(10_000, 1)], field="buckets"),
+    log("validation/log-buckets-before-cost", "buckets on the sliding log and cost above the limit: the error names "
+        "buckets, for every step.", 3, 1000, [S(10_000, 4), S(10_000, 1)], buckets=10, field="buckets"),
+    bucketed("validation/bucketed-cost-after-valid-buckets", "Valid buckets and cost above the limit: that step alone "
+             "is invalid_argument (cost); the next valid step decides.",
+             3, 1000, 10, [S(10_000, 4), S(10_000, 3)], field="cost"),
+    bucketed("validation/bucketed-limit-above-log-cap", "The log's cap is the log's alone: the bucketed window accepts "
+             "a limit of 10,001.", 10_001, 60_000, 60, [S(T0, 10_001), S(T0 + 1)],
+             hits=["bucketed-denied-oldest-bucket"]),
 ]
 
 FILES = {
@@ -390,4 +657,5 @@ FILES = {
     "sliding_log.json": LOG,
     "sliding_counter.json": COUNTER,
     "validation.json": VALIDATION,
+    "bucketed_window.json": BUCKETED,
 }

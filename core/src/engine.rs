@@ -39,6 +39,12 @@ enum Value {
     Log(VecDeque<(u64, u64)>),
     /// Window start -> permits admitted in that window.
     Counter(BTreeMap<u64, u64>),
+    /// The bucketed window: the newest recorded admission and bucket index ->
+    /// permits admitted in that bucket.
+    Buckets {
+        newest: u64,
+        counts: BTreeMap<u64, u64>,
+    },
 }
 
 #[derive(Debug)]
@@ -64,6 +70,8 @@ pub struct MemoryEngine {
 struct Args {
     limit: u64,
     window: u64,
+    /// The bucketed window's bucket count (1 for the other algorithms).
+    buckets: u64,
     cost: u64,
     /// The script's time: the call's `now_ms`, or the clock when it has none.
     now: u64,
@@ -82,10 +90,10 @@ impl Args {
 /// and fields: decimal digits only (no sign, no spaces, no exponent), then
 /// the policy's rules (the log's cap included), the cost, the time.
 fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
-    if call.keys.len() != 1 || call.args.len() != 4 {
+    if call.keys.len() != 1 || !(4..=5).contains(&call.args.len()) {
         return Err(Error::new(
             ErrorCode::ScriptError,
-            "slidelimit: expected one key and four arguments",
+            "slidelimit: expected one key and four arguments (five for the bucketed window)",
         ));
     }
     let digits = |field: &'static str, s: &str| {
@@ -107,7 +115,29 @@ fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
             Error::invalid("now_ms", "must be empty or a decimal integer (digits only)")
         })?),
     };
-    crate::policy::check_limit_and_window(call.script.algorithm, limit, window)?;
+    // The prelude's rules on limit and window_ms answer first (the counter
+    // has no bound of its own, so its rules are exactly the prelude's).
+    let algorithm = call.script.algorithm;
+    crate::policy::check_limit_and_window(Algorithm::SlidingCounter, limit, window)?;
+    // Then the algorithm's file: its count of arguments, its own bound.
+    let (argc, argc_words) = match algorithm {
+        Algorithm::BucketedWindow => (5, "five"),
+        _ => (4, "four"),
+    };
+    if call.args.len() != argc {
+        return Err(Error::new(
+            ErrorCode::ScriptError,
+            format!("slidelimit: expected one key and {argc_words} arguments"),
+        ));
+    }
+    crate::policy::check_limit_and_window(algorithm, limit, window)?;
+    let buckets = if algorithm == Algorithm::BucketedWindow {
+        let n = digits("buckets", &call.args[4])?;
+        crate::policy::check_buckets(window, n, false)?;
+        n
+    } else {
+        1
+    };
     crate::policy::check_cost(limit, cost)?;
     if let Some(now) = now {
         crate::policy::check_now_ms(now)?;
@@ -115,6 +145,7 @@ fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
     Ok(Args {
         limit,
         window,
+        buckets,
         cost,
         now: now.unwrap_or(clock_ms),
         clock: clock_ms,
@@ -159,6 +190,7 @@ impl MemoryEngine {
         let decision = match call.script.algorithm {
             Algorithm::SlidingLog => sliding_log(&mut state.keys, key, &args, write)?,
             Algorithm::SlidingCounter => sliding_counter(&mut state.keys, key, &args, write)?,
+            Algorithm::BucketedWindow => bucketed_window(&mut state.keys, key, &args, write)?,
         };
         Ok(decision.to_reply())
     }
@@ -217,6 +249,19 @@ impl MemoryEngine {
             .unwrap_or_else(|p| p.into_inner())
             .keys
             .len()
+    }
+
+    /// What `key` holds now, in the units its Redis twin stores: list
+    /// entries for a log, window counts for a counter, bucket counts for a
+    /// bucketed window (0 when absent). Memory per tenant, for reports.
+    pub fn held(&self, key: &str) -> u64 {
+        let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match state.keys.get(key).map(|e| &e.value) {
+            None => 0,
+            Some(Value::Log(runs)) => runs.iter().map(|&(_, n)| n).sum(),
+            Some(Value::Counter(fields)) => fields.len() as u64,
+            Some(Value::Buckets { counts, .. }) => counts.len() as u64,
+        }
     }
 }
 
@@ -374,6 +419,79 @@ fn sliding_counter(
     })
 }
 
+fn bucketed_window(
+    keys: &mut HashMap<String, Entry>,
+    key: &str,
+    a: &Args,
+    write: bool,
+) -> Result<Decision> {
+    let empty = BTreeMap::new();
+    let (newest, counts) = match keys.get(key).map(|e| &e.value) {
+        None => (None, &empty),
+        Some(Value::Buckets { newest, counts }) => (Some(*newest), counts),
+        Some(_) => return Err(wrong_type()),
+    };
+    let g = a.window / a.buckets;
+    // A permit of bucket b counts until x_b = (b + 1) g - 1 + W.
+    let x = |b: u64| (b + 1) * g - 1 + a.window;
+    // The time rule: evaluated at t = max(now, newest), recorded at t.
+    let t = newest.map_or(a.now, |n| n.max(a.now));
+    // Buckets below first_live have expired at t (x_b <= t).
+    let first_live = (t + 1).saturating_sub(a.window) / g;
+    let live: u64 = counts.range(first_live..).map(|(_, &n)| n).sum();
+
+    if live + a.cost <= a.limit {
+        let b = t / g;
+        let ttl = x(b) - a.now;
+        if write {
+            let entry = keys.entry(key.to_owned()).or_insert(Entry {
+                value: Value::Buckets {
+                    newest: t,
+                    counts: BTreeMap::new(),
+                },
+                expires_at: 0,
+            });
+            let Value::Buckets { newest, counts } = &mut entry.value else {
+                unreachable!("type checked above")
+            };
+            // After the admission t is the newest recorded time: whatever
+            // has expired there may go.
+            *counts = counts.split_off(&first_live);
+            *counts.entry(b).or_insert(0) += a.cost;
+            *newest = t;
+            entry.expires_at = a.expires_at(ttl);
+        }
+        return Ok(Decision {
+            allowed: true,
+            remaining: a.limit - live - a.cost,
+            retry_after_ms: 0,
+            reset_after_ms: ttl,
+            now_ms: a.now,
+        });
+    }
+
+    // Denied: nothing recorded, nothing dropped. The oldest live bucket at
+    // which the count from the oldest reaches `need` frees enough room.
+    let need = live + a.cost - a.limit;
+    let mut seen = 0;
+    let mut freeing = first_live;
+    for (&b, &n) in counts.range(first_live..) {
+        seen += n;
+        if seen >= need {
+            freeing = b;
+            break;
+        }
+    }
+    let newest = newest.expect("denied implies a live bucket, since cost <= limit");
+    Ok(Decision {
+        allowed: false,
+        remaining: a.limit.saturating_sub(live),
+        retry_after_ms: x(freeing) - a.now,
+        reset_after_ms: x(newest / g) - a.now,
+        now_ms: a.now,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -475,6 +593,31 @@ mod tests {
         );
     }
 
+    /// A tiny seeded generator: `next(n)` is uniform-ish in [0, n).
+    fn xorshift(mut seed: u64) -> impl FnMut(u64) -> u64 {
+        move |n: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % n
+        }
+    }
+
+    /// No [x, x + W) of the recorded admission times (sorted) holds more than `limit`.
+    fn assert_no_window_over(recorded: &[u64], window: u64, limit: u64) {
+        for (i, &x) in recorded.iter().enumerate() {
+            let inside = recorded[i..]
+                .iter()
+                .take_while(|&&s| s < x + window)
+                .count();
+            assert!(
+                inside as u64 <= limit,
+                "{inside} admissions in [{x}, {}) against {limit}",
+                x + window
+            );
+        }
+    }
+
     /// The time rule's guarantee, by brute force: over random sequences of
     /// skewed caller clocks, the admissions as recorded (at t = now +
     /// reset_after - W) never put more than `limit` in any window [x, x + W),
@@ -482,13 +625,7 @@ mod tests {
     /// check passes.
     #[test]
     fn skewed_clocks_never_exceed_the_limit_in_any_rolling_window() {
-        let mut seed: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut next = move |n: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % n
-        };
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
         for _ in 0..300 {
             let limit = 1 + next(5);
             let window = 1000 + next(3) * 500;
@@ -515,17 +652,130 @@ mod tests {
                     assert!(!e.peek(&p, "t", cost, now + retry - 1).unwrap().allowed);
                     assert!(e.peek(&p, "t", cost, now + retry).unwrap().allowed);
                 }
-                for (i, &x) in recorded.iter().enumerate() {
-                    let inside = recorded[i..]
-                        .iter()
-                        .take_while(|&&s| s < x + window)
-                        .count();
-                    assert!(
-                        inside as u64 <= limit,
-                        "{inside} admissions in [{x}, {}) against {limit}",
-                        x + window
-                    );
+                assert_no_window_over(&recorded, window, limit);
+            }
+        }
+    }
+
+    fn bucketed(limit: u64, window_ms: u64, buckets: u64) -> Policy {
+        Policy::with_buckets(
+            "rl",
+            "geo",
+            Algorithm::BucketedWindow,
+            limit,
+            window_ms,
+            Some(buckets),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn bucketed_by_hand() {
+        // L = 3, W = 1000, N = 10: g = 100, x_b = (b + 1) * 100 - 1 + 1000.
+        let e = MemoryEngine::new();
+        let p = bucketed(3, 1000, 10);
+        // Bucket 100 (10,000..10,099): x = 11,099.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 10_050).unwrap(),
+            d(true, 2, 0, 1049, 10_050)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 1, 10_099).unwrap(),
+            d(true, 1, 0, 1000, 10_099)
+        );
+        // Bucket 101: x = 11,199.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 10_100).unwrap(),
+            d(true, 0, 0, 1099, 10_100)
+        );
+        // Full: the two permits of bucket 100 free room at 11,099, where the
+        // log would free it at 11,050; reset with the newest bucket's x.
+        assert_eq!(
+            e.acquire(&p, "t", 1, 10_500).unwrap(),
+            d(false, 0, 599, 699, 10_500)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 2, 10_500).unwrap(),
+            d(false, 0, 599, 699, 10_500)
+        );
+        // Cost 3 needs bucket 101's permit too.
+        assert_eq!(
+            e.acquire(&p, "t", 3, 10_500).unwrap(),
+            d(false, 0, 699, 699, 10_500)
+        );
+        assert!(!e.peek(&p, "t", 1, 11_098).unwrap().allowed);
+        // At 11,099 bucket 100 has expired: two places free.
+        assert_eq!(
+            e.acquire(&p, "t", 2, 11_099).unwrap(),
+            d(true, 0, 0, 1000, 11_099)
+        );
+        assert_eq!(
+            e.peek(&p, "t", 1, 11_150).unwrap(),
+            d(false, 0, 49, 949, 11_150)
+        );
+    }
+
+    #[test]
+    fn one_millisecond_buckets_are_the_sliding_log() {
+        // g = 1: the same sequence, skewed clocks included, decides the same.
+        let mut next = xorshift(0x2545_F491_4F6C_DD1D);
+        for _ in 0..200 {
+            let limit = 1 + next(6);
+            let window = [1000, 1500, 3600][next(3) as usize];
+            let log = policy(Algorithm::SlidingLog, limit, window);
+            let one_ms = bucketed(limit, window, window);
+            let (a, b) = (MemoryEngine::new(), MemoryEngine::new());
+            let mut base = 50_000u64;
+            for _ in 0..50 {
+                base += next(window / 2);
+                let now = base + next(2 * window) - window;
+                let cost = 1 + next(limit);
+                let mode = if next(5) == 0 {
+                    Mode::Peek
+                } else {
+                    Mode::Acquire
+                };
+                assert_eq!(
+                    a.check(&log, "t", cost, Some(now), 0, mode).unwrap(),
+                    b.check(&one_ms, "t", cost, Some(now), 0, mode).unwrap(),
+                    "at {now} cost {cost} {mode:?}"
+                );
+            }
+        }
+    }
+
+    /// The bucketed window's guarantee, by brute force over skewed clocks:
+    /// admissions recorded at r = max(now, newest) never put more than the
+    /// limit in any [x, x + W); each permit's reset is its bucket's x_b; a
+    /// denial's retry is the first caller time at which the check passes.
+    #[test]
+    fn bucketed_never_exceeds_the_limit_in_any_rolling_window() {
+        let mut next = xorshift(0x9E37_79B9_7F4A_7C15);
+        for _ in 0..300 {
+            let limit = 1 + next(8);
+            let window = 1000 * (1 + next(3));
+            let buckets = [1, 4, 10, 50, 1000][next(5) as usize];
+            let g = window / buckets;
+            let p = bucketed(limit, window, buckets);
+            let e = MemoryEngine::new();
+            let mut recorded: Vec<u64> = Vec::new();
+            let mut base = 1_000_000u64;
+            for _ in 0..60 {
+                base += next(window / 2);
+                let now = base + next(3 * window) - 3 * window / 2;
+                let cost = 1 + next(limit);
+                let got = e.acquire(&p, "t", cost, now).unwrap();
+                if got.allowed {
+                    let r = recorded.last().map_or(now, |&l| l.max(now));
+                    assert_eq!(got.reset_after_ms, (r / g + 1) * g - 1 + window - now);
+                    recorded.extend(std::iter::repeat_n(r, cost as usize));
+                } else {
+                    let retry = got.retry_after_ms;
+                    assert!(retry > 0);
+                    assert!(!e.peek(&p, "t", cost, now + retry - 1).unwrap().allowed);
+                    assert!(e.peek(&p, "t", cost, now + retry).unwrap().allowed);
                 }
+                assert_no_window_over(&recorded, window, limit);
             }
         }
     }

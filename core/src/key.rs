@@ -1,4 +1,5 @@
-//! Key naming: `<namespace>:{<resource>:<tenant>}:<tag>:<window_ms>`.
+//! Key naming: `<namespace>:{<resource>:<tenant>}:<tag>:<window_ms>`, and
+//! `:<buckets>` after it for the bucketed window.
 //!
 //! The tenant is percent-encoded so that the hash tag is always exactly
 //! `{resource:tenant}` (every rule of one tenant lives in one Cluster slot) and
@@ -87,13 +88,20 @@ pub(crate) fn build(
     tenant: &str,
     algorithm: Algorithm,
     window_ms: u64,
+    buckets: Option<u64>,
 ) -> Result<String> {
     check_tenant(tenant)?;
-    Ok(format!(
+    let mut key = format!(
         "{namespace}:{{{resource}:{}}}:{}:{window_ms}",
         escape_tenant(tenant),
         algorithm.key_tag()
-    ))
+    );
+    // The bucket count is part of the key: two policies bucketing one window
+    // differently must not read each other's state.
+    if let Some(n) = buckets {
+        let _ = write!(key, ":{n}");
+    }
+    Ok(key)
 }
 
 /// CRC16/XMODEM (poly 0x1021, init 0), the checksum Redis Cluster uses.

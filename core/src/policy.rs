@@ -19,6 +19,16 @@ pub const MAX_NOW_MS: u64 = 1 << 52;
 /// the sliding counter. `lua/sliding_log.lua` enforces the same number.
 pub const MAX_LOG_LIMIT: u64 = 10_000;
 
+/// The bucket count a bucketed-window policy takes when the caller names none
+/// (one-second buckets over a minute). Like any bucket count it must divide
+/// `window_ms`.
+pub const DEFAULT_BUCKETS: u64 = 60;
+/// The most buckets a bucketed window accepts. A check after an idle gap
+/// reads and deletes at most this many hash fields, and a tenant's state is
+/// one field per bucket: the cap bounds both (docs/protocol.md).
+/// `lua/bucketed_window.lua` enforces the same number.
+pub const MAX_BUCKETS: u64 = 3600;
+
 /// The namespace a binding uses when the caller names none.
 pub const DEFAULT_NAMESPACE: &str = "rl";
 /// The algorithm a binding uses when the caller names none: exact.
@@ -32,6 +42,9 @@ pub enum Algorithm {
     SlidingLog,
     /// Approximate, O(1) memory: two fixed-window counts, the older weighted.
     SlidingCounter,
+    /// Exact, O(buckets) memory: permits counted per bucket of `window_ms /
+    /// buckets` ms, each held until its bucket's last millisecond plus the window.
+    BucketedWindow,
 }
 
 impl Algorithm {
@@ -39,6 +52,7 @@ impl Algorithm {
         match self {
             Algorithm::SlidingLog => "sliding_log",
             Algorithm::SlidingCounter => "sliding_counter",
+            Algorithm::BucketedWindow => "bucketed_window",
         }
     }
 
@@ -46,20 +60,32 @@ impl Algorithm {
         match s {
             "sliding_log" => Ok(Algorithm::SlidingLog),
             "sliding_counter" => Ok(Algorithm::SlidingCounter),
+            "bucketed_window" => Ok(Algorithm::BucketedWindow),
             other => Err(Error::invalid(
                 "algorithm",
-                format!("must be \"sliding_log\" or \"sliding_counter\", got {other:?}"),
+                format!(
+                    "must be \"sliding_log\", \"sliding_counter\" or \"bucketed_window\", \
+                     got {other:?}"
+                ),
             )),
         }
     }
 
-    /// The tag in the key: `log` or `counter`.
+    /// The tag in the key: `log`, `counter` or `bucketed`.
     pub fn key_tag(self) -> &'static str {
         match self {
             Algorithm::SlidingLog => "log",
             Algorithm::SlidingCounter => "counter",
+            Algorithm::BucketedWindow => "bucketed",
         }
     }
+
+    /// Every algorithm.
+    pub const ALL: [Algorithm; 3] = [
+        Algorithm::SlidingLog,
+        Algorithm::SlidingCounter,
+        Algorithm::BucketedWindow,
+    ];
 }
 
 /// A rate-limit policy that has passed validation; only [`Policy::new`] makes one.
@@ -70,13 +96,19 @@ pub struct Policy {
     algorithm: Algorithm,
     limit: u64,
     window_ms: u64,
-    /// ARGV[1] and ARGV[2] of every call: formatted once, not per check.
+    /// The bucket count: Some for the bucketed window only.
+    buckets: Option<u64>,
+    /// ARGV[1] and ARGV[2] of every call (and ARGV[5], the bucket count, for
+    /// the bucketed window): formatted once, not per check.
     pub(crate) limit_arg: String,
     pub(crate) window_arg: String,
+    pub(crate) buckets_arg: Option<String>,
 }
 
 impl Policy {
-    /// Validates every field; the error names the first field at fault.
+    /// Validates every field; the error names the first field at fault. A
+    /// bucketed window gets [`DEFAULT_BUCKETS`]; [`Policy::with_buckets`]
+    /// names another count.
     pub fn new(
         namespace: &str,
         resource: &str,
@@ -84,17 +116,50 @@ impl Policy {
         limit: u64,
         window_ms: u64,
     ) -> Result<Policy> {
+        Policy::with_buckets(namespace, resource, algorithm, limit, window_ms, None)
+    }
+
+    /// As [`Policy::new`], with the bucket count of a bucketed window
+    /// (`None`: [`DEFAULT_BUCKETS`]). A count given for another algorithm is
+    /// an error on `buckets`, never ignored.
+    pub fn with_buckets(
+        namespace: &str,
+        resource: &str,
+        algorithm: Algorithm,
+        limit: u64,
+        window_ms: u64,
+        buckets: Option<u64>,
+    ) -> Result<Policy> {
         key::check_name("namespace", namespace)?;
         key::check_name("resource", resource)?;
         check_limit_and_window(algorithm, limit, window_ms)?;
+        let buckets = match (algorithm, buckets) {
+            (Algorithm::BucketedWindow, n) => {
+                let n = n.unwrap_or(DEFAULT_BUCKETS);
+                check_buckets(window_ms, n, buckets.is_none())?;
+                Some(n)
+            }
+            (_, None) => None,
+            (other, Some(_)) => {
+                return Err(Error::invalid(
+                    "buckets",
+                    format!(
+                        "only the bucketed_window algorithm has buckets, not {}",
+                        other.as_str()
+                    ),
+                ))
+            }
+        };
         Ok(Policy {
             namespace: namespace.to_owned(),
             resource: resource.to_owned(),
             algorithm,
             limit,
             window_ms,
+            buckets,
             limit_arg: limit.to_string(),
             window_arg: window_ms.to_string(),
+            buckets_arg: buckets.map(|n| n.to_string()),
         })
     }
 
@@ -113,6 +178,10 @@ impl Policy {
     pub fn window_ms(&self) -> u64 {
         self.window_ms
     }
+    /// The bucket count of a bucketed window; `None` for the other algorithms.
+    pub fn buckets(&self) -> Option<u64> {
+        self.buckets
+    }
 
     /// The Redis key of `tenant` under this policy.
     pub fn key(&self, tenant: &str) -> Result<String> {
@@ -122,6 +191,7 @@ impl Policy {
             tenant,
             self.algorithm,
             self.window_ms,
+            self.buckets,
         )
     }
 
@@ -164,8 +234,35 @@ pub(crate) fn check_limit_and_window(
             format!(
                 "{limit} exceeds {MAX_LOG_LIMIT}, the most the sliding log accepts: it keeps one \
                  Redis list entry per permit, so a check's Redis time grows with the limit; use \
-                 sliding_counter for higher limits (an exact bucketed window algorithm for high \
-                 limits is planned)"
+                 sliding_counter or, exact, bucketed_window for higher limits"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// A bucketed window's count: 1 <= buckets <= MAX_BUCKETS, dividing
+/// window_ms (so every bucket is a whole number of milliseconds).
+pub(crate) fn check_buckets(window_ms: u64, buckets: u64, defaulted: bool) -> Result<()> {
+    if buckets < 1 {
+        return Err(Error::invalid("buckets", "must be at least 1"));
+    }
+    if buckets > MAX_BUCKETS {
+        return Err(Error::invalid(
+            "buckets",
+            format!(
+                "{buckets} exceeds {MAX_BUCKETS}, the most a bucketed window accepts (its state \
+                 and the work of a check after an idle gap grow with it)"
+            ),
+        ));
+    }
+    if !window_ms.is_multiple_of(buckets) {
+        let which = if defaulted { " (the default)" } else { "" };
+        return Err(Error::invalid(
+            "buckets",
+            format!(
+                "{buckets}{which} does not divide window_ms {window_ms}; choose a bucket count \
+                 that does, so every bucket is a whole number of milliseconds"
             ),
         ));
     }
@@ -250,15 +347,46 @@ mod tests {
         // The Lua holds its own copies of the numbers; they must be core's.
         // The shared bound lives in the prelude (sent in front of both
         // scripts), the log's cap in the log's file.
-        let prelude = include_str!("../../lua/prelude.lua");
-        let log = include_str!("../../lua/sliding_log.lua");
-        let counter = include_str!("../../lua/sliding_counter.lua");
+        let prelude = include_str!("../lua/prelude.lua");
+        let log = include_str!("../lua/sliding_log.lua");
+        let counter = include_str!("../lua/sliding_counter.lua");
+        let bucketed = include_str!("../lua/bucketed_window.lua");
         assert!(log.contains(&format!("\nlocal max_limit = {MAX_LOG_LIMIT}\n")));
+        assert!(bucketed.contains(&format!("\nlocal max_buckets = {MAX_BUCKETS}\n")));
         assert_eq!(MAX_LIMIT_TIMES_WINDOW, MAX_NOW_MS);
         assert!(prelude.contains(&format!("\nlocal max_number = {MAX_LIMIT_TIMES_WINDOW}\n")));
-        for script in [log, counter] {
+        for script in [log, counter, bucketed] {
             assert!(!script.contains("local max_number"), "no second copy");
         }
+    }
+
+    #[test]
+    fn buckets_belong_to_the_bucketed_window_and_divide_the_window() {
+        let bucketed = Algorithm::BucketedWindow;
+        let with = |algorithm, window, buckets| {
+            Policy::with_buckets("rl", "geo", algorithm, 600, window, buckets)
+        };
+        let p = with(bucketed, 60_000, None).unwrap();
+        assert_eq!(p.buckets(), Some(DEFAULT_BUCKETS));
+        assert_eq!(p.key("t").unwrap(), "rl:{geo:t}:bucketed:60000:60");
+        assert_eq!(with(bucketed, 60_000, Some(1)).unwrap().buckets(), Some(1));
+        assert!(with(bucketed, 3_600_000, Some(MAX_BUCKETS)).is_ok());
+        for (window, buckets) in [(60_000, Some(0)), (60_000, Some(7)), (1000, None)] {
+            assert_eq!(field_of(with(bucketed, window, buckets)), "buckets");
+        }
+        let e = with(bucketed, 3_600_000, Some(MAX_BUCKETS + 1)).unwrap_err();
+        assert!(e.message().contains("3600"), "{e}");
+        let e = with(bucketed, 1000, None).unwrap_err();
+        assert!(e.message().contains("(the default)"), "{e}");
+        // Never ignored on another algorithm.
+        for other in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+            assert_eq!(with(other, 60_000, None).unwrap().buckets(), None);
+            assert_eq!(field_of(with(other, 60_000, Some(60))), "buckets");
+        }
+        // Rules on limit and window come first, cost after (the scripts' order).
+        assert_eq!(field_of(with(bucketed, 0, Some(7))), "window_ms");
+        let p = with(bucketed, 60_000, Some(60)).unwrap();
+        assert_eq!(p.check_cost(601).unwrap_err().field(), Some("cost"));
     }
 
     #[test]
@@ -272,7 +400,7 @@ mod tests {
 
     #[test]
     fn algorithm_names_round_trip() {
-        for a in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+        for a in Algorithm::ALL {
             assert_eq!(Algorithm::parse(a.as_str()).unwrap(), a);
         }
         assert_eq!(

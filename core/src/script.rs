@@ -2,7 +2,7 @@
 //! one call.
 //!
 //! A script's text is `lua/prelude.lua` (argument parsing and validation,
-//! `int()`, Redis `TIME`: what both algorithms share) followed by the
+//! `int()`, Redis `TIME`: what every algorithm shares) followed by the
 //! algorithm's file, concatenated byte for byte: `cat lua/prelude.lua
 //! lua/sliding_log.lua` is exactly [`Script::text`] of the log's acquire
 //! variant. Neither file runs alone. The SHA1 is of that whole text.
@@ -12,10 +12,11 @@ use crate::policy::{check_now_ms, Algorithm, Policy};
 use sha1::{Digest, Sha1};
 use std::sync::OnceLock;
 
-/// Shared by both scripts and sent in front of each; starts with `WRITABLE_LINE`.
-const PRELUDE: &str = include_str!("../../lua/prelude.lua");
-const SLIDING_LOG: &str = include_str!("../../lua/sliding_log.lua");
-const SLIDING_COUNTER: &str = include_str!("../../lua/sliding_counter.lua");
+/// Shared by every script and sent in front of each; starts with `WRITABLE_LINE`.
+const PRELUDE: &str = include_str!("../lua/prelude.lua");
+const SLIDING_LOG: &str = include_str!("../lua/sliding_log.lua");
+const SLIDING_COUNTER: &str = include_str!("../lua/sliding_counter.lua");
+const BUCKETED_WINDOW: &str = include_str!("../lua/bucketed_window.lua");
 /// Every script text starts with this line (the prelude's first); the peek
 /// variant swaps in `READ_ONLY_LINE`.
 const WRITABLE_LINE: &str = "local read_only = false\n";
@@ -29,7 +30,7 @@ pub enum Mode {
     Peek,
 }
 
-/// One of the four scripts: an algorithm in a mode.
+/// One of the six scripts: an algorithm in a mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Script {
     pub algorithm: Algorithm,
@@ -60,11 +61,13 @@ fn compile(source: &str, mode: Mode) -> Compiled {
 }
 
 impl Script {
-    pub const ALL: [Script; 4] = [
+    pub const ALL: [Script; 6] = [
         Script::new(Algorithm::SlidingLog, Mode::Acquire),
         Script::new(Algorithm::SlidingLog, Mode::Peek),
         Script::new(Algorithm::SlidingCounter, Mode::Acquire),
         Script::new(Algorithm::SlidingCounter, Mode::Peek),
+        Script::new(Algorithm::BucketedWindow, Mode::Acquire),
+        Script::new(Algorithm::BucketedWindow, Mode::Peek),
     ];
 
     pub const fn new(algorithm: Algorithm, mode: Mode) -> Script {
@@ -72,7 +75,9 @@ impl Script {
     }
 
     fn compiled(self) -> &'static Compiled {
-        static CELLS: [OnceLock<Compiled>; 4] = [
+        static CELLS: [OnceLock<Compiled>; 6] = [
+            OnceLock::new(),
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
@@ -83,6 +88,8 @@ impl Script {
             (Algorithm::SlidingLog, Mode::Peek) => (1, SLIDING_LOG),
             (Algorithm::SlidingCounter, Mode::Acquire) => (2, SLIDING_COUNTER),
             (Algorithm::SlidingCounter, Mode::Peek) => (3, SLIDING_COUNTER),
+            (Algorithm::BucketedWindow, Mode::Acquire) => (4, BUCKETED_WINDOW),
+            (Algorithm::BucketedWindow, Mode::Peek) => (5, BUCKETED_WINDOW),
         };
         CELLS[index].get_or_init(|| compile(source, self.mode))
     }
@@ -136,15 +143,19 @@ impl Policy {
         if let Some(now) = now_ms {
             check_now_ms(now)?;
         }
+        let mut args = vec![
+            self.limit_arg.clone(),
+            self.window_arg.clone(),
+            cost.to_string(),
+            now_ms.map(|n| n.to_string()).unwrap_or_default(),
+        ];
+        if let Some(buckets) = &self.buckets_arg {
+            args.push(buckets.clone());
+        }
         Ok(ScriptCall {
             script: Script::new(self.algorithm(), mode),
             keys: vec![key],
-            args: vec![
-                self.limit_arg.clone(),
-                self.window_arg.clone(),
-                cost.to_string(),
-                now_ms.map(|n| n.to_string()).unwrap_or_default(),
-            ],
+            args,
         })
     }
 }
@@ -154,11 +165,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn four_distinct_scripts() {
+    fn six_distinct_scripts() {
         let mut shas: Vec<&str> = Script::ALL.iter().map(|s| s.sha1()).collect();
         shas.sort_unstable();
         shas.dedup();
-        assert_eq!(shas.len(), 4);
+        assert_eq!(shas.len(), 6);
         for s in Script::ALL {
             assert_eq!(s.sha1().len(), 40);
             assert!(s.text().contains("redis.call"));
@@ -179,10 +190,14 @@ mod tests {
             Script::new(Algorithm::SlidingCounter, Mode::Acquire).text(),
             format!("{PRELUDE}{SLIDING_COUNTER}")
         );
+        assert_eq!(
+            Script::new(Algorithm::BucketedWindow, Mode::Acquire).text(),
+            format!("{PRELUDE}{BUCKETED_WINDOW}")
+        );
         // The mode line is the prelude's first and exists once: an
         // algorithm's file neither declares it nor starts with it.
         assert!(PRELUDE.starts_with(WRITABLE_LINE));
-        for source in [SLIDING_LOG, SLIDING_COUNTER] {
+        for source in [SLIDING_LOG, SLIDING_COUNTER, BUCKETED_WINDOW] {
             assert!(
                 !source.lines().any(|l| l.contains("local read_only =")),
                 "{source:.80}"
@@ -196,7 +211,7 @@ mod tests {
 
     #[test]
     fn peek_differs_from_acquire_only_in_the_first_line() {
-        for algorithm in [Algorithm::SlidingLog, Algorithm::SlidingCounter] {
+        for algorithm in Algorithm::ALL {
             let acquire = Script::new(algorithm, Mode::Acquire).text();
             let peek = Script::new(algorithm, Mode::Peek).text();
             let (a_first, a_rest) = acquire.split_once('\n').unwrap();
@@ -261,5 +276,20 @@ mod tests {
                 .field(),
             Some("cost")
         );
+        // The bucketed window carries its bucket count as ARGV[5].
+        let b = Policy::with_buckets(
+            "rl",
+            "geocode",
+            Algorithm::BucketedWindow,
+            600,
+            60_000,
+            Some(60),
+        )
+        .unwrap();
+        let c = b
+            .build_call("tenant-17", 1, Some(5), Mode::Acquire)
+            .unwrap();
+        assert_eq!(c.keys, vec!["rl:{geocode:tenant-17}:bucketed:60000:60"]);
+        assert_eq!(c.args, vec!["600", "60000", "1", "5", "60"]);
     }
 }

@@ -20,7 +20,8 @@ const INVALID_ARGUMENT_REPLY: &str = "ERR slidelimit invalid_argument ";
 
 /// The field names core uses, so that a field named by a script maps to the
 /// same `&'static str` a check in core would report.
-const FIELDS: [&str; 8] = [
+const FIELDS: [&str; 9] = [
+    "buckets",
     "limit",
     "window_ms",
     "cost",

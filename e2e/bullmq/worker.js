@@ -30,14 +30,17 @@ async function main() {
   const provider = env('E2E_PROVIDER_URL');
   const policy = { namespace: 'rl', resource: 'geocode', limit: intEnv('E2E_LIMIT'), windowMs: intEnv('E2E_WINDOW_MS') };
   const jitterMs = intEnv('E2E_JITTER_MS');
+  // The bucketed window's buckets (the run picks a count that divides the window).
+  const buckets = { bucketed_window: intEnv('E2E_BUCKETS') };
 
   const connection = new Redis(url, { maxRetriesPerRequest: null });
   const feedConn = new Redis(url, { maxRetriesPerRequest: null });
   const registry = new prom.Registry();
   const metrics = new Metrics({ registry, tenantLabel: true });
   const processors = {};
-  for (const algorithm of ['sliding_log', 'sliding_counter']) {
-    const limiter = new Limiter(connection, { ...policy, algorithm }, { metrics });
+  for (const algorithm of ['sliding_log', 'bucketed_window', 'sliding_counter']) {
+    const spec = { ...policy, algorithm, ...(algorithm in buckets ? { buckets: buckets[algorithm] } : {}) };
+    const limiter = new Limiter(connection, spec, { metrics });
     processors[algorithm] = rateLimited(limiter, (job) => geocode(job), {
       tenant: (job) => job.data.tenant,
       jitterMs,

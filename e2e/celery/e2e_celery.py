@@ -31,6 +31,7 @@ PROVIDER = os.environ["E2E_PROVIDER_URL"]
 LIMIT = int(os.environ["E2E_LIMIT"])
 WINDOW_MS = int(os.environ["E2E_WINDOW_MS"])
 JITTER_MS = int(os.environ["E2E_JITTER_MS"])
+BUCKETS = int(os.environ["E2E_BUCKETS"])
 
 # The broker in a database of its own, apart from the limiter's keys.
 app = Celery("e2e", broker=REDIS_URL.rstrip("/") + "/1")
@@ -42,7 +43,9 @@ records = redis.Redis.from_url(REDIS_URL)
 
 
 def limiter(algorithm: Algorithm) -> Limiter:
-    policy = Policy("rl", "geocode", algorithm, limit=LIMIT, window_ms=WINDOW_MS)
+    # Buckets only for the bucketed window: core refuses them with another algorithm.
+    buckets = BUCKETS if algorithm is Algorithm.BUCKETED_WINDOW else None
+    policy = Policy("rl", "geocode", algorithm, limit=LIMIT, window_ms=WINDOW_MS, buckets=buckets)
     return Limiter.from_url(REDIS_URL, policy, metrics=metrics, timeout_ms=1000)
 
 
@@ -73,11 +76,22 @@ def geocode_log(self: Task, job_id: str, tenant: str, alg: str) -> None:
     geocode(self, job_id, tenant, alg)
 
 
+@app.task(bind=True, acks_late=True, max_retries=5, name="e2e.geocode_bucketed")
+@rate_limited(lambda: limiter(Algorithm.BUCKETED_WINDOW), tenant=lambda job_id, tenant, alg: tenant,
+              jitter_ms=JITTER_MS, max_deferrals=100_000)
+def geocode_bucketed(self: Task, job_id: str, tenant: str, alg: str) -> None:
+    geocode(self, job_id, tenant, alg)
+
+
 @app.task(bind=True, acks_late=True, max_retries=5, name="e2e.geocode_counter")
 @rate_limited(lambda: limiter(Algorithm.SLIDING_COUNTER), tenant=lambda job_id, tenant, alg: tenant,
               jitter_ms=JITTER_MS, max_deferrals=100_000)
 def geocode_counter(self: Task, job_id: str, tenant: str, alg: str) -> None:
     geocode(self, job_id, tenant, alg)
+
+
+# One task per limiter: rate_limited puts one gate in front of one task.
+TASKS = {"sliding_log": geocode_log, "bucketed_window": geocode_bucketed, "sliding_counter": geocode_counter}
 
 
 def feed() -> None:
@@ -88,7 +102,7 @@ def feed() -> None:
         if item is None:
             continue
         data: dict[str, Any] = json.loads(item[1])
-        task = geocode_counter if data["alg"] == "sliding_counter" else geocode_log
+        task = TASKS[data["alg"]]
         task.delay(data["id"], data["tenant"], data["alg"])
 
 

@@ -51,9 +51,15 @@ type CounterArgs GeocodeArgs
 // Kind names the job for River.
 func (CounterArgs) Kind() string { return "e2e_geocode_counter" }
 
+// BucketedArgs is the same job under the bucketed window.
+type BucketedArgs GeocodeArgs
+
+// Kind names the job for River.
+func (BucketedArgs) Kind() string { return "e2e_geocode_bucketed" }
+
 type env struct {
 	redisURL, dbURL, providerURL string
-	limit                        uint64
+	limit, buckets               uint64
 	window, jitter               time.Duration
 	metricsPort, concurrency     int
 }
@@ -75,6 +81,9 @@ func getenv() (env, error) {
 	var err error
 	if e.limit, err = strconv.ParseUint(os.Getenv("E2E_LIMIT"), 10, 64); err != nil {
 		return e, fmt.Errorf("E2E_LIMIT: %w", err)
+	}
+	if e.buckets, err = strconv.ParseUint(os.Getenv("E2E_BUCKETS"), 10, 64); err != nil {
+		return e, fmt.Errorf("E2E_BUCKETS: %w", err)
 	}
 	for name, dst := range map[string]*time.Duration{"E2E_WINDOW_MS": &e.window, "E2E_JITTER_MS": &e.jitter} {
 		ms, err := strconv.ParseUint(os.Getenv(name), 10, 64)
@@ -145,6 +154,15 @@ func (w counterWorker) Work(ctx context.Context, job *river.Job[CounterArgs]) er
 	return w.g.call(ctx, GeocodeArgs(job.Args), job.Attempt, snoozes(job.Metadata))
 }
 
+type bucketedWorker struct {
+	river.WorkerDefaults[BucketedArgs]
+	g *geocoder
+}
+
+func (w bucketedWorker) Work(ctx context.Context, job *river.Job[BucketedArgs]) error {
+	return w.g.call(ctx, GeocodeArgs(job.Args), job.Attempt, snoozes(job.Metadata))
+}
+
 func main() {
 	if err := run(); err != nil {
 		log.Fatal(err)
@@ -174,10 +192,13 @@ func run() error {
 		return err
 	}
 	limiters := map[slidelimit.Algorithm]*slidelimit.Limiter{}
-	for _, alg := range []slidelimit.Algorithm{slidelimit.SlidingLog, slidelimit.SlidingCounter} {
-		l, err := slidelimit.New(rdb, slidelimit.Policy{
-			Namespace: "rl", Resource: "geocode", Algorithm: alg, Limit: e.limit, Window: e.window,
-		}, slidelimit.WithObserver(metrics))
+	for _, alg := range []slidelimit.Algorithm{slidelimit.SlidingLog, slidelimit.BucketedWindow, slidelimit.SlidingCounter} {
+		policy := slidelimit.Policy{Namespace: "rl", Resource: "geocode", Algorithm: alg, Limit: e.limit, Window: e.window}
+		// Buckets only for the bucketed window: core refuses them with another algorithm.
+		if alg == slidelimit.BucketedWindow {
+			policy.Buckets = e.buckets
+		}
+		l, err := slidelimit.New(rdb, policy, slidelimit.WithObserver(metrics))
 		if err != nil {
 			return err
 		}
@@ -211,6 +232,9 @@ func run() error {
 	river.AddWorker(workers, riverlimit.Wrap[GeocodeArgs](logWorker{g: g},
 		riverlimit.NewGate(limiters[slidelimit.SlidingLog], riverlimit.WithMaxJitter(e.jitter)),
 		func(job *river.Job[GeocodeArgs]) (string, uint64) { return job.Args.Tenant, 1 }))
+	river.AddWorker(workers, riverlimit.Wrap[BucketedArgs](bucketedWorker{g: g},
+		riverlimit.NewGate(limiters[slidelimit.BucketedWindow], riverlimit.WithMaxJitter(e.jitter)),
+		func(job *river.Job[BucketedArgs]) (string, uint64) { return job.Args.Tenant, 1 }))
 	river.AddWorker(workers, riverlimit.Wrap[CounterArgs](counterWorker{g: g},
 		riverlimit.NewGate(limiters[slidelimit.SlidingCounter], riverlimit.WithMaxJitter(e.jitter)),
 		func(job *river.Job[CounterArgs]) (string, uint64) { return job.Args.Tenant, 1 }))
@@ -255,8 +279,11 @@ func feed(ctx context.Context, rdb *redis.Client, client *river.Client[pgx.Tx]) 
 			return fmt.Errorf("feed: %w", err)
 		}
 		var args river.JobArgs = a
-		if a.Alg == string(slidelimit.SlidingCounter) {
+		switch slidelimit.Algorithm(a.Alg) {
+		case slidelimit.SlidingCounter:
 			args = CounterArgs(a)
+		case slidelimit.BucketedWindow:
+			args = BucketedArgs(a)
 		}
 		if _, err := client.Insert(ctx, args, nil); err != nil {
 			return fmt.Errorf("insert: %w", err)

@@ -16,13 +16,14 @@
 /**
  * A `buf` of this many bytes always holds all of a call's KEYS and ARGV
  * (`slidelimit_policy_build_call_into`): the longest key
- * (`SLIDELIMIT_KEY_MAX`) and four integers of at most 20 digits.
+ * (`SLIDELIMIT_KEY_MAX`) and five integers of at most 20 digits.
  */
 #define SLIDELIMIT_CALL_BUF_MAX 2304
 
 /**
  * A `part_lens` array of this many entries always holds the lengths of a
- * call's KEYS and ARGV (`slidelimit_policy_build_call_into`; 5 today).
+ * call's KEYS and ARGV (`slidelimit_policy_build_call_into`; 6 at most today:
+ * one key, four ARGV and the bucket count of a bucketed window).
  */
 #define SLIDELIMIT_CALL_PARTS_MAX 8
 
@@ -171,6 +172,10 @@ enum slidelimit_algorithm
    * Approximate, O(1) memory (key tag `counter`).
    */
   SLIDELIMIT_ALGORITHM_SLIDING_COUNTER = 2,
+  /**
+   * Exact, O(buckets) memory (key tag `bucketed`).
+   */
+  SLIDELIMIT_ALGORITHM_BUCKETED_WINDOW = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -310,18 +315,29 @@ const char *slidelimit_version(void);
 const char *slidelimit_result_name(uint32_t code);
 
 /**
- * Parses an algorithm name (`"sliding_log"`, `"sliding_counter"`) into its
- * `slidelimit_algorithm` value.
+ * Parses an algorithm name (`"sliding_log"`, `"sliding_counter"`,
+ * `"bucketed_window"`) into its `slidelimit_algorithm` value.
  */
 slidelimit_result slidelimit_algorithm_parse(const uint8_t *name, size_t name_len, uint32_t *out_algorithm, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Validates a policy and returns it in `*out_policy` (release it with
  * `slidelimit_policy_free`). `ns` (the namespace) and `resource` are UTF-8 bytes;
- * `algorithm` is a `slidelimit_algorithm` value. On failure the message
+ * `algorithm` is a `slidelimit_algorithm` value. `buckets` points to the
+ * bucket count of a bucketed window, or is NULL for none given: core's
+ * default (60) for the bucketed window, nothing for the other algorithms.
+ * Any count given goes to core as it is, so `&0` is `invalid_argument` on
+ * `buckets`, and so is a count for another algorithm. On failure the message
  * names the field at fault.
  */
-slidelimit_result slidelimit_policy_new(const uint8_t *ns, size_t ns_len, const uint8_t *resource, size_t resource_len, uint32_t algorithm, uint64_t limit, uint64_t window_ms, struct slidelimit_policy **out_policy, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+slidelimit_result slidelimit_policy_new(const uint8_t *ns, size_t ns_len, const uint8_t *resource, size_t resource_len, uint32_t algorithm, uint64_t limit, uint64_t window_ms, const uint64_t *buckets, struct slidelimit_policy **out_policy, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+
+/**
+ * Writes the policy's effective bucket count into `*out_buckets`: the count
+ * given, or core's default (60) when none was, for a bucketed window; 0 for
+ * the other algorithms, which have no buckets (a bucketed window never has 0).
+ */
+slidelimit_result slidelimit_policy_buckets(const struct slidelimit_policy *policy, uint64_t *out_buckets);
 
 /**
  * Releases a policy from `slidelimit_policy_new`. NULL is ignored.
@@ -407,7 +423,8 @@ slidelimit_result slidelimit_call_key_count(const struct slidelimit_call *call, 
 slidelimit_result slidelimit_call_key(const struct slidelimit_call *call, size_t index, const uint8_t **out_ptr, size_t *out_len);
 
 /**
- * The number of ARGV of a call (4: limit, window_ms, cost, now_ms).
+ * The number of ARGV of a call (4: limit, window_ms, cost, now_ms; 5 for a
+ * bucketed window, with its bucket count).
  */
 slidelimit_result slidelimit_call_arg_count(const struct slidelimit_call *call, size_t *out_count);
 

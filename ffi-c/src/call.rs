@@ -86,15 +86,16 @@ pub struct slidelimit_call {
 
 /// A `buf` of this many bytes always holds all of a call's KEYS and ARGV
 /// (`slidelimit_policy_build_call_into`): the longest key
-/// (`SLIDELIMIT_KEY_MAX`) and four integers of at most 20 digits.
+/// (`SLIDELIMIT_KEY_MAX`) and five integers of at most 20 digits.
 pub const SLIDELIMIT_CALL_BUF_MAX: usize = 2304;
 
 // Every ARGV is an integer of at most 20 digits (u64::MAX), whatever core's
 // limits on them are.
-const _: () = assert!(crate::policy::SLIDELIMIT_KEY_MAX + 4 * 20 <= SLIDELIMIT_CALL_BUF_MAX);
+const _: () = assert!(crate::policy::SLIDELIMIT_KEY_MAX + 5 * 20 <= SLIDELIMIT_CALL_BUF_MAX);
 
 /// A `part_lens` array of this many entries always holds the lengths of a
-/// call's KEYS and ARGV (`slidelimit_policy_build_call_into`; 5 today).
+/// call's KEYS and ARGV (`slidelimit_policy_build_call_into`; 6 at most today:
+/// one key, four ARGV and the bucket count of a bucketed window).
 pub const SLIDELIMIT_CALL_PARTS_MAX: usize = 8;
 
 /// A message buffer of `reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA`
@@ -307,7 +308,8 @@ pub unsafe extern "C" fn slidelimit_call_key(
     })
 }
 
-/// The number of ARGV of a call (4: limit, window_ms, cost, now_ms).
+/// The number of ARGV of a call (4: limit, window_ms, cost, now_ms; 5 for a
+/// bucketed window, with its bucket count).
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_call_arg_count(
     call: *const slidelimit_call,
@@ -689,11 +691,21 @@ mod tests {
     #[test]
     fn call_maxima_hold_the_largest_call() {
         let name = "n".repeat(64);
-        let policy =
-            Policy::new(&name, &name, Algorithm::SlidingCounter, 1 << 26, 1 << 26).unwrap();
+        // The bucketed window's call is the largest: a longer key tag, the
+        // count in the key and a fifth ARGV.
+        let policy = Policy::with_buckets(
+            &name,
+            &name,
+            Algorithm::BucketedWindow,
+            1 << 26,
+            1 << 26,
+            Some(2048),
+        )
+        .unwrap();
         let call = policy
             .build_call(&"%".repeat(512), 1 << 26, Some(MAX_NOW_MS), Mode::Acquire)
             .unwrap();
+        assert_eq!(call.args.len(), 5);
         let bytes: usize = call.keys.iter().chain(&call.args).map(String::len).sum();
         assert!(bytes <= SLIDELIMIT_CALL_BUF_MAX, "{bytes}");
         assert!(call.keys.len() + call.args.len() <= SLIDELIMIT_CALL_PARTS_MAX);

@@ -16,6 +16,8 @@ pub enum slidelimit_algorithm {
     SlidingLog = 1,
     /// Approximate, O(1) memory (key tag `counter`).
     SlidingCounter = 2,
+    /// Exact, O(buckets) memory (key tag `bucketed`).
+    BucketedWindow = 3,
 }
 
 /// A validated policy. Made by `slidelimit_policy_new`, released by
@@ -32,15 +34,18 @@ pub(crate) fn parse_algorithm(value: u32) -> Result<Algorithm, Failure> {
     match value {
         v if v == slidelimit_algorithm::SlidingLog as u32 => Ok(Algorithm::SlidingLog),
         v if v == slidelimit_algorithm::SlidingCounter as u32 => Ok(Algorithm::SlidingCounter),
+        v if v == slidelimit_algorithm::BucketedWindow as u32 => Ok(Algorithm::BucketedWindow),
         other => Err(invalid(
             "algorithm",
-            format!("unknown value {other} (1 = sliding_log, 2 = sliding_counter)"),
+            format!(
+                "unknown value {other} (1 = sliding_log, 2 = sliding_counter, 3 = bucketed_window)"
+            ),
         )),
     }
 }
 
-/// Parses an algorithm name (`"sliding_log"`, `"sliding_counter"`) into its
-/// `slidelimit_algorithm` value.
+/// Parses an algorithm name (`"sliding_log"`, `"sliding_counter"`,
+/// `"bucketed_window"`) into its `slidelimit_algorithm` value.
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_algorithm_parse(
     name: *const u8,
@@ -57,6 +62,7 @@ pub unsafe extern "C" fn slidelimit_algorithm_parse(
         let value = match Algorithm::parse(name)? {
             Algorithm::SlidingLog => slidelimit_algorithm::SlidingLog,
             Algorithm::SlidingCounter => slidelimit_algorithm::SlidingCounter,
+            Algorithm::BucketedWindow => slidelimit_algorithm::BucketedWindow,
         };
         *out_algorithm = value as u32;
         Ok(())
@@ -65,7 +71,11 @@ pub unsafe extern "C" fn slidelimit_algorithm_parse(
 
 /// Validates a policy and returns it in `*out_policy` (release it with
 /// `slidelimit_policy_free`). `ns` (the namespace) and `resource` are UTF-8 bytes;
-/// `algorithm` is a `slidelimit_algorithm` value. On failure the message
+/// `algorithm` is a `slidelimit_algorithm` value. `buckets` points to the
+/// bucket count of a bucketed window, or is NULL for none given: core's
+/// default (60) for the bucketed window, nothing for the other algorithms.
+/// Any count given goes to core as it is, so `&0` is `invalid_argument` on
+/// `buckets`, and so is a count for another algorithm. On failure the message
 /// names the field at fault.
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_policy_new(
@@ -76,6 +86,7 @@ pub unsafe extern "C" fn slidelimit_policy_new(
     algorithm: u32,
     limit: u64,
     window_ms: u64,
+    buckets: *const u64,
     out_policy: *mut *mut slidelimit_policy,
     msg: *mut u8,
     msg_cap: usize,
@@ -87,8 +98,27 @@ pub unsafe extern "C" fn slidelimit_policy_new(
         let namespace = input_str("namespace", ns, ns_len)?;
         let resource = input_str("resource", resource, resource_len)?;
         let algorithm = parse_algorithm(algorithm)?;
-        let inner = Policy::new(namespace, resource, algorithm, limit, window_ms)?;
+        // NULL is "not given"; a pointer always carries a count, even 0, so
+        // that core (not this layer) decides what 0 means.
+        let buckets = buckets.as_ref().copied();
+        let inner =
+            Policy::with_buckets(namespace, resource, algorithm, limit, window_ms, buckets)?;
         *out_policy = Box::into_raw(Box::new(slidelimit_policy { inner }));
+        Ok(())
+    })
+}
+
+/// Writes the policy's effective bucket count into `*out_buckets`: the count
+/// given, or core's default (60) when none was, for a bucketed window; 0 for
+/// the other algorithms, which have no buckets (a bucketed window never has 0).
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_policy_buckets(
+    policy: *const slidelimit_policy,
+    out_buckets: *mut u64,
+) -> slidelimit_result {
+    boundary(MessageOut::NONE, || {
+        let policy = reference("policy", policy)?;
+        *out("out_buckets", out_buckets)? = policy.inner.buckets().unwrap_or(0);
         Ok(())
     })
 }
@@ -176,9 +206,135 @@ mod tests {
     #[test]
     fn key_max_holds_the_largest_key() {
         let name = "n".repeat(64);
-        let policy = Policy::new(&name, &name, Algorithm::SlidingCounter, 1, 1 << 52).unwrap();
+        // The bucketed window's key is the longest: a longer tag and the count.
+        let policy = Policy::with_buckets(
+            &name,
+            &name,
+            Algorithm::BucketedWindow,
+            1,
+            1 << 52,
+            Some(2048),
+        )
+        .unwrap();
         let worst = policy.key(&"%".repeat(512)).unwrap();
+        assert!(
+            worst.ends_with(":bucketed:4503599627370496:2048"),
+            "{worst}"
+        );
         assert!(worst.len() <= SLIDELIMIT_KEY_MAX, "{}", worst.len());
+    }
+
+    #[test]
+    fn every_core_algorithm_has_a_value_that_round_trips() {
+        for algorithm in Algorithm::ALL {
+            let mut value = 0u32;
+            let name = algorithm.as_str();
+            let r = unsafe {
+                slidelimit_algorithm_parse(
+                    name.as_ptr(),
+                    name.len(),
+                    &mut value,
+                    null_mut(),
+                    0,
+                    null_mut(),
+                    null_mut(),
+                )
+            };
+            assert_eq!(r, slidelimit_result::Ok, "{name}");
+            assert!(
+                matches!(parse_algorithm(value), Ok(a) if a == algorithm),
+                "{name}"
+            );
+        }
+        assert_eq!(slidelimit_algorithm::BucketedWindow as u32, 3);
+        assert!(parse_algorithm(4).is_err());
+    }
+
+    /// `slidelimit_policy_new` with `buckets` (None: NULL): the policy's
+    /// effective count by `slidelimit_policy_buckets`, or the field blamed.
+    fn new_policy(
+        algorithm: slidelimit_algorithm,
+        window_ms: u64,
+        buckets: Option<u64>,
+    ) -> Result<u64, String> {
+        let mut policy: *mut slidelimit_policy = null_mut();
+        let mut field = slidelimit_field::NONE;
+        let r = unsafe {
+            slidelimit_policy_new(
+                b"rl".as_ptr(),
+                2,
+                b"geo".as_ptr(),
+                3,
+                algorithm as u32,
+                5,
+                window_ms,
+                buckets.as_ref().map_or(std::ptr::null(), |n| n),
+                &mut policy,
+                null_mut(),
+                0,
+                null_mut(),
+                &mut field,
+            )
+        };
+        if r != slidelimit_result::Ok {
+            assert!(policy.is_null());
+            return Err(field.name().unwrap_or("").to_owned());
+        }
+        let mut count = u64::MAX;
+        let r = unsafe { slidelimit_policy_buckets(policy, &mut count) };
+        assert_eq!(r, slidelimit_result::Ok);
+        let boxed = unsafe { Box::from_raw(policy) };
+        assert_eq!(boxed.inner.buckets().unwrap_or(0), count);
+        Ok(count)
+    }
+
+    #[test]
+    fn buckets_null_is_cores_default_and_a_pointer_is_passed_through() {
+        use slidelimit_algorithm::{BucketedWindow, SlidingCounter, SlidingLog};
+        let default = slidelimit_core::DEFAULT_BUCKETS;
+        assert_eq!(new_policy(BucketedWindow, 60_000, None), Ok(default));
+        assert_eq!(
+            new_policy(BucketedWindow, 60_000, Some(default)),
+            Ok(default)
+        );
+        assert_eq!(new_policy(BucketedWindow, 1000, Some(10)), Ok(10));
+        // The other algorithms have no buckets: the getter says 0.
+        assert_eq!(new_policy(SlidingLog, 1000, None), Ok(0));
+        assert_eq!(new_policy(SlidingCounter, 1000, None), Ok(0));
+        // &0 is a count of 0, which core refuses, never "not given".
+        assert_eq!(
+            new_policy(BucketedWindow, 60_000, Some(0)).unwrap_err(),
+            "buckets"
+        );
+        // A count for another algorithm reaches core, which refuses it, 0 too.
+        for alg in [SlidingLog, SlidingCounter] {
+            for n in [0, 10] {
+                assert_eq!(new_policy(alg, 1000, Some(n)).unwrap_err(), "buckets");
+            }
+        }
+        // Core's bounds: the count must divide the window, up to MAX_BUCKETS;
+        // the default must divide it too.
+        let max = slidelimit_core::MAX_BUCKETS;
+        for (window_ms, buckets) in [(1000, Some(3)), (7200, Some(max + 1)), (1000, None)] {
+            assert_eq!(
+                new_policy(BucketedWindow, window_ms, buckets).unwrap_err(),
+                "buckets",
+                "{window_ms} {buckets:?}"
+            );
+        }
+        assert_eq!(new_policy(BucketedWindow, 7200, Some(max)), Ok(max));
+    }
+
+    #[test]
+    fn the_buckets_getter_reports_null_pointers() {
+        let p = slidelimit_policy {
+            inner: Policy::new("rl", "geo", Algorithm::BucketedWindow, 3, 60_000).unwrap(),
+        };
+        let mut count = 7u64;
+        let r = unsafe { slidelimit_policy_buckets(std::ptr::null(), &mut count) };
+        assert_eq!((r, count), (slidelimit_result::NullPointer, 7));
+        let r = unsafe { slidelimit_policy_buckets(&p, null_mut()) };
+        assert_eq!(r, slidelimit_result::NullPointer);
     }
 
     #[test]
@@ -196,6 +352,7 @@ mod tests {
                 1,
                 0,
                 1000,
+                std::ptr::null(),
                 &mut policy,
                 buf.as_mut_ptr(),
                 buf.len(),

@@ -61,6 +61,8 @@ static void test_names(void) {
   uint32_t alg = 0;
   CHECK(slidelimit_algorithm_parse(S("sliding_counter"), &alg, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(alg == SLIDELIMIT_ALGORITHM_SLIDING_COUNTER);
+  CHECK(slidelimit_algorithm_parse(S("bucketed_window"), &alg, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(alg == SLIDELIMIT_ALGORITHM_BUCKETED_WINDOW && alg == 3);
   uint8_t msg[128];
   size_t msg_len = 0;
   slidelimit_field field = STALE;
@@ -86,63 +88,63 @@ static void test_policy(slidelimit_policy **out) {
   slidelimit_field field = STALE;
 
   /* Each invalid field is named in the message; the out-param stays NULL. */
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1000, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1000, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(p == NULL);
   CHECK(starts_with(msg, msg_len, "limit:"));
   CHECK(field_is(field, "limit"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "window_ms:"));
   CHECK(field_is(field, "window_ms"));
-  CHECK(slidelimit_policy_new(NULL, 0, S("geo"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(NULL, 0, S("geo"), 1, 1, 1, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "namespace:"));
   CHECK(field_is(field, "namespace"));
-  CHECK(slidelimit_policy_new(S("rl"), S("ge:o"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("ge:o"), 1, 1, 1, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "resource:"));
   CHECK(field_is(field, "resource"));
-  CHECK(slidelimit_policy_new(S("rl"), S("\xff"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("\xff"), 1, 1, 1, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "resource: is not valid UTF-8"));
   CHECK(field_is(field, "resource"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 9, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 9, 1, 1, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "algorithm:"));
   CHECK(field_is(field, "algorithm"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, UINT64_MAX, 2, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, UINT64_MAX, 2, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "limit:"));
   CHECK(field_is(field, "limit"));
-  CHECK(slidelimit_policy_new(NULL, 2, S("geo"), 1, 1, 1, &p, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(NULL, 2, S("geo"), 1, 1, 1, NULL, &p, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(starts_with(msg, msg_len, "namespace:"));
   CHECK(field_is(field, NULL)); /* a NULL pointer is the caller's misuse, no field */
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 1, NULL, msg, sizeof msg, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 1, NULL, NULL, msg, sizeof msg, &msg_len, &field) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(p == NULL);
 
   /* A message buffer that is too small is cut, NUL-terminated; none at all is fine. */
   uint8_t tiny[6];
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, tiny, sizeof tiny, &msg_len, NULL) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, NULL, &p, tiny, sizeof tiny, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(msg_len == 5 && memcmp(tiny, "limit", 5) == 0 && tiny[5] == 0);
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, NULL, 0, NULL, NULL) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, NULL, &p, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   /* The field comes without any message buffer, and whole when the message is cut. */
   field = STALE;
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, &p, NULL, 0, NULL, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, NULL, &p, NULL, 0, NULL, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(field_is(field, "window_ms"));
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, &p, tiny, sizeof tiny, &msg_len, &field) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 1, 0, NULL, &p, tiny, sizeof tiny, &msg_len, &field) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(field_is(field, "window_ms") && msg_len == 5);
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, &p, msg, 0, &msg_len, NULL) ==
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 0, 1, NULL, &p, msg, 0, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(msg_len == 0);
 
-  CHECK(slidelimit_policy_new(S("rl"), S("geocode"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 3, 1000, &p,
+  CHECK(slidelimit_policy_new(S("rl"), S("geocode"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 3, 1000, NULL, &p,
                               NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(p != NULL);
   slidelimit_policy_free(NULL);
@@ -216,7 +218,7 @@ static void test_keys(const slidelimit_policy *p) {
 static void test_scripts(void) {
   const uint8_t *text = NULL, *sha = NULL, *sha_peek = NULL;
   size_t text_len = 0, sha_len = 0, peek_len = 0;
-  for (uint32_t a = 1; a <= 2; a++) {
+  for (uint32_t a = 1; a <= 3; a++) {
     for (uint32_t m = 1; m <= 2; m++) {
       CHECK(slidelimit_script_text(a, m, &text, &text_len) == SLIDELIMIT_RESULT_OK);
       CHECK(text_len > 100);
@@ -235,7 +237,7 @@ static void test_scripts(void) {
   CHECK(slidelimit_script_text(1, 3, &text, &text_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(slidelimit_script_text(1, 1, NULL, &text_len) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_script_sha1(1, 1, &sha, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_script_sha1(3, 1, &sha, &sha_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_script_sha1(4, 1, &sha, &sha_len) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
 }
 
 static void test_calls(const slidelimit_policy *p) {
@@ -675,7 +677,7 @@ static void test_server_error_map(void) {
   action = 42;
   code = 42;
   out_len = 42;
-  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 3, false, &action, &code, out, sizeof out, &out_len, NULL,
+  CHECK(slidelimit_server_error_map(S("ERR"), S(key), 4, false, &action, &code, out, sizeof out, &out_len, NULL,
                                     msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "algorithm:"));
   CHECK(field_is(field, "algorithm"));
@@ -771,7 +773,7 @@ static void test_memory(const slidelimit_policy *p) {
   slidelimit_memory *m2 = NULL;
   slidelimit_policy *one = NULL;
   CHECK(slidelimit_memory_new(&m2) == SLIDELIMIT_RESULT_OK && m2 != NULL);
-  CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 1, 60000, &one,
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 1, 60000, NULL, &one,
                               NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1000), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
@@ -873,6 +875,115 @@ static void test_metrics(void) {
   CHECK(slidelimit_metric_buckets(3, &b, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
 }
 
+/* The bucketed window: `buckets` NULL is core's default (60), a count (even
+ * 0) reaches core as given, every bad count is invalid_argument on
+ * `buckets`, and slidelimit_policy_buckets reports the effective count. */
+static void test_bucketed(void) {
+  uint8_t msg[256];
+  size_t msg_len = 0;
+  slidelimit_field field = STALE;
+  slidelimit_policy *p = NULL;
+  const uint32_t bw = SLIDELIMIT_ALGORITHM_BUCKETED_WINDOW;
+  const uint64_t zero = 0, one = 1, three = 3, ten = 10, sixty = 60, too_many = 3601;
+  uint64_t count = 0;
+
+  /* A count for another algorithm is core's error, never ignored, 0 too. */
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 3, 1000, &ten, &p, msg,
+                              sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL);
+  CHECK(starts_with(msg, msg_len, "buckets:"));
+  CHECK(field_is(field, "buckets"));
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_COUNTER, 3, 1000, &one, &p, NULL,
+                              0, NULL, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL && field_is(field, "buckets"));
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_LOG, 3, 1000, &zero, &p, NULL, 0,
+                              NULL, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL && field_is(field, "buckets"));
+  /* Not dividing the window; above the cap; the default not dividing it. */
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), bw, 3, 1000, &three, &p, msg, sizeof msg, &msg_len, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL && field_is(field, "buckets") && starts_with(msg, msg_len, "buckets:"));
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), bw, 3, 7200, &too_many, &p, NULL, 0, NULL, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL && field_is(field, "buckets"));
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), bw, 3, 1000, NULL, &p, NULL, 0, NULL, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL && field_is(field, "buckets"));
+  /* &0 is a count of 0, core's error, even where the default would fit. */
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), bw, 3, 60000, &zero, &p, msg, sizeof msg, &msg_len, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL && field_is(field, "buckets") && starts_with(msg, msg_len, "buckets: must be at least 1"));
+  /* Earlier fields are still checked first. */
+  field = STALE;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), bw, 0, 1000, &three, &p, NULL, 0, NULL, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(p == NULL && field_is(field, "limit"));
+
+  /* The getter: 0 for an algorithm without buckets; NULL pointers reported. */
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), SLIDELIMIT_ALGORITHM_SLIDING_COUNTER, 3, 1000, NULL, &p, NULL, 0,
+                              NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  count = 99;
+  CHECK(slidelimit_policy_buckets(p, &count) == SLIDELIMIT_RESULT_OK && count == 0);
+  CHECK(slidelimit_policy_buckets(p, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  count = 99;
+  CHECK(slidelimit_policy_buckets(NULL, &count) == SLIDELIMIT_RESULT_NULL_POINTER && count == 99);
+  slidelimit_policy_free(p);
+  p = NULL;
+
+  uint8_t key[SLIDELIMIT_KEY_MAX];
+  size_t len = 0;
+  /* NULL and &60 are the same policy: core's default, in the key and the getter. */
+  const uint64_t *given[] = {NULL, &sixty};
+  for (size_t i = 0; i < 2; i++) {
+    CHECK(slidelimit_policy_new(S("rl"), S("geo"), bw, 3, 60000, given[i], &p, NULL, 0, NULL, NULL) ==
+          SLIDELIMIT_RESULT_OK);
+    CHECK(slidelimit_policy_key(p, S("a}b"), key, sizeof key, &len, NULL, NULL, 0, NULL, NULL) ==
+          SLIDELIMIT_RESULT_OK);
+    CHECK(bytes_eq(key, len, "rl:{geo:a%7Db}:bucketed:60000:60"));
+    count = 0;
+    CHECK(slidelimit_policy_buckets(p, &count) == SLIDELIMIT_RESULT_OK && count == 60);
+    slidelimit_policy_free(p);
+    p = NULL;
+  }
+
+  /* A given count: in the key and as the fifth ARGV. */
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), bw, 3, 1000, &ten, &p, NULL, 0, NULL, NULL) ==
+        SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_policy_buckets(p, &count) == SLIDELIMIT_RESULT_OK && count == 10);
+  uint8_t buf[SLIDELIMIT_CALL_BUF_MAX];
+  size_t lens[SLIDELIMIT_CALL_PARTS_MAX];
+  size_t keys = 0, parts = 0, used = 0;
+  uint64_t now = 5000;
+  CHECK(slidelimit_policy_build_call_into(p, S("t"), 1, &now, SLIDELIMIT_MODE_ACQUIRE, buf, sizeof buf, lens,
+                                          SLIDELIMIT_CALL_PARTS_MAX, &keys, &parts, &used, NULL, 0, NULL,
+                                          NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(keys == 1 && parts == 6);
+  CHECK(bytes_eq(buf, lens[0], "rl:{geo:t}:bucketed:1000:10"));
+  CHECK(bytes_eq(buf + used - lens[5], lens[5], "10"));
+  CHECK(bytes_eq(buf + used - lens[5] - lens[4], lens[4], "5000"));
+
+  /* The memory engine runs it: 3 per second, then denied. */
+  slidelimit_memory *m = NULL;
+  slidelimit_decision d;
+  CHECK(slidelimit_memory_new(&m) == SLIDELIMIT_RESULT_OK);
+  for (int i = 0; i < 3; i++) {
+    CHECK(slidelimit_memory_acquire(m, p, S("t"), 1, &now, now, &d, NULL, 0, NULL, NULL) ==
+          SLIDELIMIT_RESULT_OK);
+    CHECK(d.allowed && d.remaining == (uint64_t)(2 - i));
+  }
+  CHECK(slidelimit_memory_acquire(m, p, S("t"), 1, &now, now, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  /* Held to the bucket's last millisecond plus the window: 5099 + 1000. */
+  CHECK(!d.allowed && d.retry_after_ms == 1099);
+  slidelimit_memory_free(m);
+  slidelimit_policy_free(p);
+}
+
 int main(void) {
   slidelimit_policy *p = NULL;
   test_names();
@@ -886,6 +997,7 @@ int main(void) {
   test_memory(p);
   test_timeout();
   test_metrics();
+  test_bucketed();
   slidelimit_policy_free(p);
   printf("ffi_test: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -154,11 +154,17 @@ impl Policy {
         algorithm: &str,
         limit: f64,
         window_ms: f64,
+        buckets: Option<f64>,
     ) -> Result<Policy> {
         let algorithm = sl::Algorithm::parse(algorithm)?;
         let limit = sl::u64_from_f64("limit", limit)?;
         let window_ms = sl::u64_from_f64("window_ms", window_ms)?;
-        let inner = sl::Policy::new(namespace, resource, algorithm, limit, window_ms)?;
+        // `None` is core's default (or no buckets, for the other algorithms).
+        let buckets = buckets
+            .map(|n| sl::u64_from_f64("buckets", n))
+            .transpose()?;
+        let inner =
+            sl::Policy::with_buckets(namespace, resource, algorithm, limit, window_ms, buckets)?;
         Ok(Policy { inner })
     }
 
@@ -180,6 +186,11 @@ impl Policy {
 
     pub fn window_ms(&self) -> f64 {
         self.inner.window_ms() as f64
+    }
+
+    /// The bucket count of a bucketed window; `None` for the other algorithms.
+    pub fn buckets(&self) -> Option<f64> {
+        self.inner.buckets().map(|n| n as f64)
     }
 
     /// The Redis key of `tenant`.
@@ -330,12 +341,12 @@ mod tests {
     use super::*;
 
     fn policy() -> Policy {
-        Policy::new("rl", "geocode", "sliding_log", 3.0, 1000.0).unwrap()
+        Policy::new("rl", "geocode", "sliding_log", 3.0, 1000.0, None).unwrap()
     }
 
     #[test]
     fn errors_carry_code_and_field() {
-        let e = Policy::new("rl", "geocode", "sliding_log", 1.5, 1000.0).unwrap_err();
+        let e = Policy::new("rl", "geocode", "sliding_log", 1.5, 1000.0, None).unwrap_err();
         assert_eq!((e.code, e.field), ("invalid_argument", Some("limit")));
         assert!(e.message.starts_with("limit: "), "{}", e.message);
         let e = JsError::from(sl::Error::new(sl::ErrorCode::Unavailable, "down"));
@@ -343,6 +354,24 @@ mod tests {
             (e.code, e.field, e.message.as_str()),
             ("unavailable", None, "down")
         );
+    }
+
+    #[test]
+    fn buckets_go_to_core_as_u64() {
+        let p = Policy::new("rl", "geocode", "bucketed_window", 3.0, 1000.0, Some(4.0)).unwrap();
+        assert_eq!(p.buckets(), Some(4.0));
+        assert_eq!(p.key("t").unwrap(), "rl:{geocode:t}:bucketed:1000:4");
+        assert_eq!(policy().buckets(), None);
+        for (algorithm, buckets) in [
+            ("bucketed_window", Some(2.5)),
+            ("bucketed_window", Some(-4.0)),
+            ("bucketed_window", Some(f64::NAN)),
+            ("bucketed_window", None), // the default 60 does not divide 1000
+            ("sliding_log", Some(4.0)),
+        ] {
+            let e = Policy::new("rl", "geocode", algorithm, 3.0, 1000.0, buckets).unwrap_err();
+            assert_eq!((e.code, e.field), ("invalid_argument", Some("buckets")));
+        }
     }
 
     #[test]

@@ -47,6 +47,12 @@ macro_rules! shared_exports {
                 self.inner.window_ms()
             }
 
+            /// Absent (napi: null, wasm: undefined) unless bucketed.
+            #[$attr(getter)]
+            pub fn buckets(&self) -> Option<f64> {
+                self.inner.buckets()
+            }
+
             /// The Lua source for EVAL after a NOSCRIPT.
             #[$attr(js_name = "scriptText")]
             pub fn script_text(&self, peek: bool) -> String {

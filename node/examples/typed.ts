@@ -24,13 +24,15 @@ async function main(): Promise<void> {
   const limiter: RateLimiter = new Limiter(redis, policy, { timeoutMs: 500, metrics });
   const cluster = new Limiter(new Cluster([{ host: '127.0.0.1', port: 7000 }]), { ...policy, algorithm: 'sliding_counter' });
   const memory: MemoryLimiter = Limiter.memory(policy);
+  const bucketed = Limiter.memory({ ...policy, algorithm: 'bucketed_window', buckets: 600 });
+  const buckets: number | undefined = bucketed.policy.buckets;
 
   const d: Decision = await limiter.acquire('tenant-17', { cost: 2 });
   const wait: number = d.allowed ? 0 : d.retryAfterMs;
   const peeked = await cluster.peek('tenant-17', { nowMs: Date.now() });
   const forgotten: boolean = await memory.reset('tenant-17');
   const which: 'native' | 'wasm' = implementation;
-  console.log(wait, peeked.remaining, forgotten, which, limiter.key('t'), limiter.policy.windowMs);
+  console.log(wait, peeked.remaining, forgotten, which, limiter.key('t'), limiter.policy.windowMs, buckets);
 
   try {
     await limiter.acquire('tenant-17');
@@ -48,8 +50,10 @@ async function main(): Promise<void> {
   await limiter.acquire('t', { cost: '1' });
   // @ts-expect-error timeoutMs is a number of milliseconds
   new Limiter(redis, policy, { timeoutMs: '500' });
-  // @ts-expect-error algorithm is one of two names
+  // @ts-expect-error algorithm is one of three names
   new Limiter(redis, { ...policy, algorithm: 'fixed_window' });
+  // @ts-expect-error buckets is a number
+  new Limiter(redis, { ...policy, algorithm: 'bucketed_window', buckets: '60' });
 
   interface GeocodeJob {
     apiKey: string;

@@ -42,7 +42,7 @@ function num(field, value) {
   return value;
 }
 
-/** Builds core's Policy from `{ namespace, resource, algorithm, limit, windowMs }`. */
+/** Builds core's Policy from `{ namespace, resource, algorithm, limit, windowMs, buckets }`. */
 function createPolicy(spec) {
   if (spec === null || typeof spec !== 'object') throw invalid('policy', 'must be an object');
   const {
@@ -51,14 +51,17 @@ function createPolicy(spec) {
     algorithm = constants.defaults.algorithm,
     limit,
     windowMs,
+    buckets,
   } = spec;
   str('namespace', namespace);
   str('resource', resource);
   str('algorithm', algorithm);
   num('limit', limit);
   num('window_ms', windowMs);
+  // undefined: core's default for a bucketed window, none for the others.
+  if (buckets !== undefined) num('buckets', buckets);
   try {
-    return new core.Policy(namespace, resource, algorithm, limit, windowMs);
+    return new core.Policy(namespace, resource, algorithm, limit, windowMs, buckets);
   } catch (e) {
     throw fromCore(e);
   }
@@ -71,6 +74,8 @@ function describe(policy) {
     algorithm: policy.algorithm,
     limit: policy.limit,
     windowMs: policy.windowMs,
+    // Only a bucketed window has buckets (napi says null, wasm undefined).
+    ...(policy.buckets == null ? {} : { buckets: policy.buckets }),
   });
 }
 

@@ -106,6 +106,7 @@ function buildLimiter(store, req) {
     algorithm: field(req, 'algorithm', 'string'),
     limit: field(req, 'limit', 'number'),
     windowMs: field(req, 'window_ms', 'number'),
+    buckets: field(req, 'buckets', 'number'),
   };
   // Absent fields take the package's defaults, as a user leaving them out would.
   for (const name of Object.keys(policy)) if (policy[name] === undefined) delete policy[name];
@@ -114,6 +115,9 @@ function buildLimiter(store, req) {
 }
 
 const sleep = (ms) => new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));
+
+// The largest caller-clock skew a load takes (docs/driver.md): an hour.
+const MAX_SKEW_MS = 3_600_000;
 
 function checkLoad(req) {
   const load = {
@@ -126,10 +130,14 @@ function checkLoad(req) {
     active: field(req, 'active', 'array'),
     rampMs: field(req, 'ramp_ms', 'number') || 0,
     jitterMs: field(req, 'jitter_ms', 'number') || 0,
+    skewMs: field(req, 'skew_ms', 'number'),
     out: field(req, 'out', 'string', true),
   };
   if (!Number.isSafeInteger(load.concurrency) || load.concurrency < 1) {
     throw new ProtocolError('load: concurrency must be a positive integer');
+  }
+  if (load.skewMs !== undefined && !(Number.isSafeInteger(load.skewMs) && Math.abs(load.skewMs) <= MAX_SKEW_MS)) {
+    throw new ProtocolError(`load: skew_ms must be an integer within ±${MAX_SKEW_MS}`);
   }
   const pair = (p) => Array.isArray(p) && p.length === 2 && p.every((t) => typeof t === 'number');
   if (load.active !== undefined && !load.active.every(pair)) {
@@ -165,10 +173,13 @@ async function runLoad(limiter, load) {
         continue;
       }
       try {
-        const d = await limiter.acquire(load.tenant, options);
+        // With skew_ms: caller time, the wall clock plus the skew; else server time.
+        const at = load.skewMs === undefined ? options : { ...options, nowMs: Date.now() + load.skewMs };
+        const d = await limiter.acquire(load.tenant, at);
         lines.push(
           `{"lang":${lang},"allowed":${d.allowed === true},"now_ms":${digits('nowMs', d.nowMs)},` +
-            `"retry_after_ms":${digits('retryAfterMs', d.retryAfterMs)}}`,
+            `"retry_after_ms":${digits('retryAfterMs', d.retryAfterMs)},` +
+            `"reset_after_ms":${digits('resetAfterMs', d.resetAfterMs)}}`,
         );
       } catch (e) {
         errors += 1;

@@ -394,6 +394,80 @@ for (const algorithm of ['sliding_log', 'sliding_counter']) {
   });
 }
 
+test('redis and the memory engine agree (bucketed_window, random bucket counts)', async () => {
+  const random = rng(4099);
+  // Counts that divide the window, from one bucket to 1 ms buckets. Windows
+  // of 1 s and more: keys expire on the real clock (Redis's and the memory
+  // engine's), never during a round.
+  const shapes = [[1000, 1], [1000, 4], [1200, 60], [3000, 3000], [60000, 60], [1000, 1000]];
+  for (let round = 0; round < shapes.length; round++) {
+    const [windowMs, buckets] = shapes[round];
+    const p = policy({ algorithm: 'bucketed_window', buckets, limit: 1 + Math.floor(random() * 6), windowMs });
+    const onRedis = new Limiter(redis, p);
+    const inMemory = new MemoryLimiter(p);
+    let now = 1_000_000;
+    for (let i = 0; i < 120; i++) {
+      // Mostly forward, sometimes a lagging caller.
+      now += Math.floor((random() - 0.1) * p.windowMs * 0.4);
+      const tenant = random() < 0.8 ? 'a' : 'b';
+      const options = { cost: 1 + Math.floor(random() * p.limit), nowMs: now };
+      const peek = random() < 0.2;
+      const [got, want] = peek
+        ? [await onRedis.peek(tenant, options), await inMemory.peek(tenant, options)]
+        : [await onRedis.acquire(tenant, options), await inMemory.acquire(tenant, options)];
+      assert.deepEqual(got, want, `round ${round} step ${i}`);
+    }
+  }
+});
+
+// Limit 3, window 1000 ms in 4 buckets of 250 ms: a permit admitted in bucket
+// b is held until (b + 1) * 250 - 1 + 1000 (docs/protocol.md).
+test('the bucketed window holds permits to the end of their bucket, on Redis and in memory', async () => {
+  const p = policy({ algorithm: 'bucketed_window', buckets: 4 });
+  for (const l of [new Limiter(redis, p), new MemoryLimiter(p)]) {
+    const T = 1_800_000_000_000;
+    const at = (ms, cost = 1) => l.acquire('t', { cost, nowMs: T + ms });
+    assert.deepEqual(await at(0), { allowed: true, remaining: 2, retryAfterMs: 0, resetAfterMs: 1249, nowMs: T });
+    assert.equal((await at(249)).allowed, true);
+    assert.deepEqual(await at(250), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1249, nowMs: T + 250 });
+    assert.deepEqual(await at(260), { allowed: false, remaining: 0, retryAfterMs: 989, resetAfterMs: 1239, nowMs: T + 260 });
+    assert.equal((await at(1248)).allowed, false, 'bucket 0 counts through 1248');
+    assert.deepEqual(await l.peek('t', { cost: 2, nowMs: T + 1249 }), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: T + 1249 });
+    assert.equal((await at(1249, 2)).allowed, true);
+    assert.deepEqual(await at(1300), { allowed: false, remaining: 0, retryAfterMs: 199, resetAfterMs: 949, nowMs: T + 1300 });
+    await assertInvalid(at(1300, 4), 'cost');
+    assert.equal(await l.reset('t'), true);
+    assert.equal((await at(1300, 3)).allowed, true);
+  }
+});
+
+test('buckets: the option, the key, the default and core\'s errors', async () => {
+  const l = new Limiter(redis, policy({ algorithm: 'bucketed_window', buckets: 4 }));
+  assert.match(l.key('t'), /:bucketed:1000:4$/);
+  assert.equal(l.policy.buckets, 4);
+  const d = Limiter.memory({ resource: 'geocode', algorithm: 'bucketed_window', limit: 5, windowMs: 60000 });
+  assert.equal(d.policy.buckets, 60, 'core\'s default');
+  assert.equal(d.key('t'), 'rl:{geocode:t}:bucketed:60000:60');
+  assert.deepEqual(d.policy, { namespace: 'rl', resource: 'geocode', algorithm: 'bucketed_window', limit: 5, windowMs: 60000, buckets: 60 });
+  assert.equal('buckets' in new MemoryLimiter(policy()).policy, false, 'only a bucketed window has buckets');
+  for (const [overrides, field] of [
+    [{ algorithm: 'bucketed_window' }, 'buckets'], // the default 60 does not divide 1000
+    [{ algorithm: 'bucketed_window', buckets: 7 }, 'buckets'],
+    [{ algorithm: 'bucketed_window', buckets: 0 }, 'buckets'],
+    [{ algorithm: 'bucketed_window', buckets: 2.5 }, 'buckets'],
+    [{ algorithm: 'bucketed_window', buckets: -4 }, 'buckets'],
+    [{ algorithm: 'bucketed_window', buckets: NaN }, 'buckets'],
+    [{ algorithm: 'bucketed_window', buckets: '4' }, 'buckets'],
+    [{ algorithm: 'bucketed_window', buckets: null }, 'buckets'],
+    [{ algorithm: 'bucketed_window', windowMs: 3601, buckets: 3601 }, 'buckets'],
+    [{ algorithm: 'sliding_log', buckets: 4 }, 'buckets'],
+    [{ algorithm: 'sliding_counter', buckets: 4 }, 'buckets'],
+  ]) {
+    await assertInvalid(() => new Limiter(redis, policy(overrides)), field);
+    await assertInvalid(() => new MemoryLimiter(policy(overrides)), field);
+  }
+});
+
 test('a flushed script cache is invisible (NOSCRIPT falls back to EVAL once)', async () => {
   const l = new Limiter(redis, policy());
   assert.equal((await l.acquire('t', { nowMs: 1000 })).remaining, 2);
@@ -579,3 +653,53 @@ for (const algorithm of ['sliding_log', 'sliding_counter']) {
     }
   });
 }
+
+// The driver's load op (docs/driver.md, node/scripts/driver.js) with skew_ms:
+// every call is on the caller's clock, the wall clock plus the skew, and each
+// decision record carries reset_after_ms; a skew beyond an hour is refused.
+test('the driver load op with skew_ms calls on the caller clock', () => {
+  const { spawnSync } = require('node:child_process');
+  const fs = require('node:fs');
+  const os = require('node:os');
+  const path = require('node:path');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slidelimit-driver-'));
+  const out = path.join(dir, 'node.jsonl');
+  const skew = 3_600_000; // behind: far from the clock a memory store would use
+  const before = Date.now();
+  const [start, end] = [before + 2000, before + 2300]; // after the driver has started
+  const load = { op: 'load', lang: 'node', tenant: 't', concurrency: 4, start_at_ms: start, end_at_ms: end };
+  const requests = [
+    { op: 'store', kind: 'memory' },
+    { op: 'policy', resource: 'r', limit: 5, window_ms: 1000 },
+    { ...load, jitter_ms: 2, skew_ms: -skew, out },
+    ...[3_600_001, -3_600_001, 1.5, '5'].map((bad) => ({ ...load, end_at_ms: 0, skew_ms: bad, out })),
+  ];
+  const proc = spawnSync(process.execPath, [path.join(__dirname, '..', 'scripts', 'driver.js')], {
+    input: requests.map((r) => JSON.stringify(r)).join('\n') + '\n',
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  const after = Date.now();
+  assert.equal(proc.status, 0, proc.stderr);
+  const replies = proc.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const records = fs.readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  fs.rmSync(dir, { recursive: true });
+  assert.deepEqual(replies[2], { ok: true, calls: records.length, errors: 0 });
+  assert.ok(records.length > 5, `calls were made: ${records.length}`);
+  let allowed = 0;
+  for (const r of records) {
+    assert.ok(r.now_ms >= start - skew && r.now_ms <= after - skew, `now_ms ${r.now_ms} is not the caller clock`);
+    assert.ok(Number.isSafeInteger(r.reset_after_ms), JSON.stringify(r));
+    if (r.allowed) {
+      allowed += 1;
+      // The log records at now + reset_after - W, on the caller clock too.
+      const recorded = r.now_ms + r.reset_after_ms - 1000;
+      assert.ok(recorded >= start - skew && recorded <= after - skew, `recorded at ${recorded}`);
+    }
+  }
+  assert.equal(allowed, 5, 'the limit holds within one window');
+  for (const reply of replies.slice(3)) {
+    assert.equal(reply.error, 'protocol');
+    assert.match(reply.message, /^load: skew_ms must be/);
+  }
+});

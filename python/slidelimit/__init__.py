@@ -38,10 +38,12 @@ from ._errors import (
 
 
 class Algorithm(str, Enum):
-    """Sliding log (exact) or sliding counter (approximate, O(1) memory)."""
+    """Sliding log (exact), sliding counter (approximate, O(1) memory) or
+    bucketed window (exact, O(buckets) memory; ``Policy(..., buckets=N)``)."""
 
     SLIDING_LOG = "sliding_log"
     SLIDING_COUNTER = "sliding_counter"
+    BUCKETED_WINDOW = "bucketed_window"
 
     def __str__(self) -> str:
         return self.value

@@ -22,12 +22,22 @@ COUNTER_LABELS_WITH_TENANT: tuple[str, ...]
 WAIT_LABELS: tuple[str, ...]
 WAIT_BUCKETS: tuple[float, ...]
 
+# EVALSHA's arguments: sha1, 1, key, limit, window_ms, cost, now_ms or "",
+# and the bucket count of a bucketed window.
+_Call = tuple[str, int, str, str, str, str, str] | tuple[str, int, str, str, str, str, str, str]
+
 @final
 class Policy:
     """A validated rate-limit policy; bad input raises InvalidArgument naming the field."""
 
     def __init__(
-        self, namespace: str, resource: str, algorithm: Algorithm | str, limit: int, window_ms: int
+        self,
+        namespace: str,
+        resource: str,
+        algorithm: Algorithm | str,
+        limit: int,
+        window_ms: int,
+        buckets: int | None = None,
     ) -> None: ...
     @property
     def namespace(self) -> str: ...
@@ -39,10 +49,10 @@ class Policy:
     def limit(self) -> int: ...
     @property
     def window_ms(self) -> int: ...
+    @property
+    def buckets(self) -> int | None: ...
     def key(self, tenant: str) -> str: ...
-    def _call(
-        self, tenant: str, cost: int, now_ms: int | None, peek: bool
-    ) -> tuple[str, int, str, str, str, str, str]: ...
+    def _call(self, tenant: str, cost: int, now_ms: int | None, peek: bool) -> _Call: ...
     def _script_text(self, peek: bool) -> str: ...
     def _decide(self, reply: Any) -> Decision: ...
     def _server_error(self, reply: str, key: str, after_retry: bool) -> Error | None: ...

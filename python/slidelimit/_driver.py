@@ -26,11 +26,14 @@ from slidelimit import Decision, Limiter, Policy
 #: exhausting the process.
 MAX_CONCURRENCY = 1_024
 
+#: The largest caller-clock skew a `load` takes (docs/driver.md): an hour.
+MAX_SKEW_MS = 3_600_000
+
 KNOWN_FIELDS: dict[str, tuple[str, ...]] = {
     "hello": (),
     "exit": (),
     "store": ("kind", "url", "urls", "timeout_ms", "tls_ca_file"),
-    "policy": ("namespace", "resource", "algorithm", "limit", "window_ms"),
+    "policy": ("namespace", "resource", "algorithm", "limit", "window_ms", "buckets"),
     "acquire": ("tenant", "cost"),
     "acquire_at": ("tenant", "cost", "now_ms"),
     "peek": ("tenant", "cost", "now_ms"),
@@ -46,6 +49,7 @@ KNOWN_FIELDS: dict[str, tuple[str, ...]] = {
         "active",
         "ramp_ms",
         "jitter_ms",
+        "skew_ms",
         "out",
     ),
 }
@@ -226,6 +230,7 @@ class Driver:
         algorithm = f.opt_str("algorithm")
         limit = f.number("limit")
         window_ms = f.number("window_ms")
+        buckets = f.opt_number("buckets")  # None: the binding's default
         self.limiter = None
         try:
             policy = Policy(
@@ -234,6 +239,7 @@ class Driver:
                 slidelimit.DEFAULT_ALGORITHM if algorithm is None else algorithm,
                 limit,  # a float goes to the binding, which refuses it
                 window_ms,
+                buckets=buckets,
             )
             self.limiter = self.store.limiter(policy)
         except slidelimit.Error as e:
@@ -254,6 +260,11 @@ class Driver:
             )
         ):
             raise Protocol("load: active must be a list of [from, to] integer pairs")
+        skew_ms = f.request.get("skew_ms")
+        if skew_ms is not None and (
+            isinstance(skew_ms, bool) or not isinstance(skew_ms, int) or abs(skew_ms) > MAX_SKEW_MS
+        ):
+            raise Protocol(f"load: skew_ms must be an integer within ±{MAX_SKEW_MS}")
         concurrency = f.integer("concurrency")
         if concurrency > MAX_CONCURRENCY:
             raise Protocol(f"load: concurrency must be at most {MAX_CONCURRENCY}")
@@ -266,6 +277,7 @@ class Driver:
             active=active,
             ramp_ms=f.integer("ramp_ms", 0),
             jitter_ms=f.integer("jitter_ms", 0),
+            skew_ms=skew_ms,
         )
         out = f.string("out")
         results: list[tuple[list[str], int]] = [([], 0)] * concurrency
@@ -301,6 +313,7 @@ class Plan:
         active: list[list[int]] | None,
         ramp_ms: int,
         jitter_ms: int,
+        skew_ms: int | None,
     ) -> None:
         self.lang = dumps(lang)
         self.tenant = tenant
@@ -310,6 +323,9 @@ class Plan:
         self.active = active
         self.ramp_ms = ramp_ms
         self.jitter_ms = jitter_ms
+        # Not None: every call is acquire_at on the wall clock plus the skew
+        # (caller time) instead of acquire on server time.
+        self.skew_ms = skew_ms
 
     def wait_ms(self, now: int) -> int:
         """0 inside an active interval, else until the next one (or the end)."""
@@ -333,10 +349,14 @@ class Plan:
                 time.sleep(wait / 1000)
                 continue
             try:
-                d = limiter.acquire(self.tenant, **self.costs)
+                if self.skew_ms is None:
+                    d = limiter.acquire(self.tenant, **self.costs)
+                else:
+                    d = limiter.acquire_at(self.tenant, wall_ms() + self.skew_ms, **self.costs)
                 lines.append(
                     f'{{"lang":{self.lang},"allowed":{"true" if d.allowed else "false"},'
-                    f'"now_ms":{d.now_ms},"retry_after_ms":{d.retry_after_ms}}}\n'
+                    f'"now_ms":{d.now_ms},"retry_after_ms":{d.retry_after_ms},'
+                    f'"reset_after_ms":{d.reset_after_ms}}}\n'
                 )
             except slidelimit.Error as e:
                 errors += 1

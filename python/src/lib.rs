@@ -142,6 +142,8 @@ struct Strings {
     peek_sha: Py<PyString>,
     limit: (String, Py<PyString>),
     window: (String, Py<PyString>),
+    /// ARGV[5] of a bucketed window.
+    buckets: Option<(String, Py<PyString>)>,
     one: Py<PyString>,
     empty: Py<PyString>,
 }
@@ -160,6 +162,7 @@ impl Strings {
             peek_sha: sha(core::Mode::Peek),
             limit: text(policy.limit()),
             window: text(policy.window_ms()),
+            buckets: policy.buckets().map(text),
             one: PyString::new(py, "1").unbind(),
             empty: PyString::intern(py, "").unbind(),
         }
@@ -181,7 +184,7 @@ impl Strings {
 #[pymethods]
 impl Policy {
     #[new]
-    #[pyo3(signature = (namespace, resource, algorithm, limit, window_ms))]
+    #[pyo3(signature = (namespace, resource, algorithm, limit, window_ms, buckets=None))]
     fn new(
         py: Python<'_>,
         namespace: &Bound<'_, PyAny>,
@@ -189,6 +192,7 @@ impl Policy {
         algorithm: &Bound<'_, PyAny>,
         limit: &Bound<'_, PyAny>,
         window_ms: &Bound<'_, PyAny>,
+        buckets: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let built = (|| {
             let namespace = str_arg("namespace", namespace)?;
@@ -196,7 +200,9 @@ impl Policy {
             let algorithm = core::Algorithm::parse(&str_arg("algorithm", algorithm)?)?;
             let limit = int_arg("limit", limit)?;
             let window_ms = int_arg("window_ms", window_ms)?;
-            core::Policy::new(&namespace, &resource, algorithm, limit, window_ms)
+            // None: core's default for a bucketed window, none for the others.
+            let buckets = opt_int_arg("buckets", buckets)?;
+            core::Policy::with_buckets(&namespace, &resource, algorithm, limit, window_ms, buckets)
         })();
         let inner = built.py_err(py)?;
         let strings = Strings::new(py, &inner);
@@ -226,6 +232,12 @@ impl Policy {
     fn window_ms(&self) -> u64 {
         self.inner.window_ms()
     }
+    /// The bucket count of a bucketed window (the default filled in); None
+    /// for the other algorithms.
+    #[getter]
+    fn buckets(&self) -> Option<u64> {
+        self.inner.buckets()
+    }
 
     /// The Redis key of `tenant` under this policy.
     fn key(&self, py: Python<'_>, tenant: &Bound<'_, PyAny>) -> PyResult<String> {
@@ -252,13 +264,23 @@ impl Policy {
             self.inner.build_call(&tenant, cost, now_ms, mode(peek))
         })()
         .py_err(py)?;
-        // Core builds one key and four arguments; anything else is a bug here.
+        // Core builds one key and four arguments, plus the bucket count for a
+        // bucketed window; anything else is a bug here.
         let shape = || {
             let e = core::Error::new(core::ErrorCode::Internal, "a call of another shape");
             to_py(py, e)
         };
         let [key] = <[String; 1]>::try_from(call.keys).map_err(|_| shape())?;
-        let [limit, window, cost, now] = <[String; 4]>::try_from(call.args).map_err(|_| shape())?;
+        let mut args = call.args.into_iter();
+        let (Some(limit), Some(window), Some(cost), Some(now)) =
+            (args.next(), args.next(), args.next(), args.next())
+        else {
+            return Err(shape());
+        };
+        let buckets = args.next();
+        if args.next().is_some() || buckets.is_some() != self.inner.buckets().is_some() {
+            return Err(shape());
+        }
         let s = &self.strings;
         let algorithm = self.inner.algorithm();
         let sha = Strings::get(
@@ -275,18 +297,19 @@ impl Policy {
                 ),
             ],
         );
-        PyTuple::new(
-            py,
-            [
-                sha,
-                1i32.into_pyobject(py)?.into_any(),
-                PyString::new(py, &key).into_any(),
-                Strings::get(py, &limit, &[(&s.limit.0, &s.limit.1)]),
-                Strings::get(py, &window, &[(&s.window.0, &s.window.1)]),
-                Strings::get(py, &cost, &[("1", &s.one)]),
-                Strings::get(py, &now, &[("", &s.empty)]),
-            ],
-        )
+        let mut items = vec![
+            sha,
+            1i32.into_pyobject(py)?.into_any(),
+            PyString::new(py, &key).into_any(),
+            Strings::get(py, &limit, &[(&s.limit.0, &s.limit.1)]),
+            Strings::get(py, &window, &[(&s.window.0, &s.window.1)]),
+            Strings::get(py, &cost, &[("1", &s.one)]),
+            Strings::get(py, &now, &[("", &s.empty)]),
+        ];
+        if let (Some(n), Some((cached, p))) = (buckets, &s.buckets) {
+            items.push(Strings::get(py, &n, &[(cached, p)]));
+        }
+        PyTuple::new(py, items)
     }
 
     /// The script text EVAL sends after a NOSCRIPT.
@@ -323,8 +346,12 @@ impl Policy {
 
     fn __repr__(&self) -> String {
         let p = &self.inner;
+        let buckets = p
+            .buckets()
+            .map(|n| format!(", buckets={n}"))
+            .unwrap_or_default();
         format!(
-            "Policy({:?}, {:?}, Algorithm.{}, limit={}, window_ms={})",
+            "Policy({:?}, {:?}, Algorithm.{}, limit={}, window_ms={}{buckets})",
             p.namespace(),
             p.resource(),
             p.algorithm().as_str().to_uppercase(),
@@ -343,6 +370,7 @@ impl Policy {
             p.algorithm().as_str(),
             p.limit(),
             p.window_ms(),
+            p.buckets(),
         )
             .into_pyobject(slf.py())?;
         Ok((slf.get_type(), args))
@@ -600,10 +628,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("VERSION", core::VERSION)?;
     m.add("DEFAULT_NAMESPACE", core::DEFAULT_NAMESPACE)?;
     m.add("DEFAULT_ALGORITHM", core::DEFAULT_ALGORITHM.as_str())?;
-    m.add(
-        "ALGORITHMS",
-        [core::Algorithm::SlidingLog, core::Algorithm::SlidingCounter].map(|a| a.as_str()),
-    )?;
+    m.add("ALGORITHMS", core::Algorithm::ALL.map(|a| a.as_str()))?;
     m.add("ERROR_CODES", core::ErrorCode::ALL.map(|c| c.as_str()))?;
     m.add("MAX_TENANT_BYTES", core::MAX_TENANT_BYTES)?;
     m.add("METRIC_ALLOWED_TOTAL", core::METRIC_ALLOWED_TOTAL)?;

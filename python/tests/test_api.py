@@ -96,6 +96,48 @@ def test_bad_policies_name_the_field(kwargs: dict[str, object], field: str) -> N
     assert str(info.value) == f"invalid_argument: {info.value.message}"
 
 
+def test_bucketed_window_buckets_key_repr_and_pickle() -> None:
+    p = Policy("rl", "geocode", Algorithm.BUCKETED_WINDOW, limit=5, window_ms=1000, buckets=4)
+    assert p.algorithm is Algorithm.BUCKETED_WINDOW and p.buckets == 4
+    # docs/protocol.md: the bucket count is part of the key.
+    assert p.key("t") == "rl:{geocode:t}:bucketed:1000:4"
+    assert p != Policy("rl", "geocode", "bucketed_window", 5, 1000, buckets=5)
+    assert pickle.loads(pickle.dumps(p)) == p and pickle.loads(pickle.dumps(p)).buckets == 4
+    assert repr(p) == (
+        'Policy("rl", "geocode", Algorithm.BUCKETED_WINDOW, limit=5, window_ms=1000, buckets=4)'
+    )
+    # No buckets: core's default, filled in; none for the other algorithms.
+    d = Policy("rl", "geocode", "bucketed_window", 5, 60_000)
+    assert d.buckets == 60 and d.key("t").endswith(":bucketed:60000:60")
+    assert d == Policy("rl", "geocode", "bucketed_window", 5, 60_000, buckets=60)
+    assert policy().buckets is None and policy(algorithm=COUNTER).buckets is None
+    assert Policy("rl", "geocode", LOG, 3, 1000, buckets=None) == policy()
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "window_ms", "buckets"),
+    [
+        (Algorithm.BUCKETED_WINDOW, 1000, None),  # the default 60 does not divide 1000
+        (Algorithm.BUCKETED_WINDOW, 1000, 7),
+        (Algorithm.BUCKETED_WINDOW, 1000, 0),
+        (Algorithm.BUCKETED_WINDOW, 1000, -4),
+        (Algorithm.BUCKETED_WINDOW, 1000, 4.0),
+        (Algorithm.BUCKETED_WINDOW, 1000, "4"),
+        (Algorithm.BUCKETED_WINDOW, 1000, True),
+        (Algorithm.BUCKETED_WINDOW, 3601, 3601),
+        (LOG, 1000, 4),
+        (COUNTER, 1000, 4),
+    ],
+)
+def test_bad_buckets_are_cores_invalid_argument(
+    algorithm: Algorithm, window_ms: int, buckets: object
+) -> None:
+    with pytest.raises(InvalidArgument) as info:
+        Policy("rl", "geo", algorithm, 3, window_ms, buckets=buckets)  # type: ignore[arg-type]
+    assert info.value.field == "buckets"
+    assert info.value.message.startswith("buckets: ")
+
+
 # Each is refused by the binding before any I/O (tests/test_redis.py checks
 # that no key is written).
 BAD_CALLS = [

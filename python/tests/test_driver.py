@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import slidelimit
 
@@ -64,3 +66,64 @@ def test_framing_and_protocol_errors() -> None:
     assert replies[14] == {"ok": True, "key": key, "slot": slidelimit.slot(key)}
     # exit answers and ends the session: nothing after it is read.
     assert replies[15] == {"ok": True} and len(replies) == 16
+
+
+def test_the_policy_op_takes_buckets() -> None:
+    bucketed = '"algorithm":"bucketed_window","limit":2,"window_ms":1000'
+    out = session(
+        [
+            b'{"op":"store","kind":"memory"}',
+            b'{"op":"policy","resource":"geo",' + bucketed.encode() + b',"buckets":4}',
+            b'{"op":"key","tenant":"t"}',
+            b'{"op":"acquire_at","tenant":"t","now_ms":1010}',
+            b'{"op":"policy","resource":"geo",' + bucketed.encode() + b"}",
+            b'{"op":"policy","resource":"geo","limit":2,"window_ms":1000,"buckets":4}',
+            b'{"op":"policy","resource":"geo",' + bucketed.encode() + b',"buckets":"4"}',
+        ]
+    )
+    replies = [json.loads(line) for line in out]
+    assert replies[0] == replies[1] == {"ok": True}
+    assert replies[2]["key"] == "rl:{geo:t}:bucketed:1000:4"
+    # Buckets of 250 ms: a permit at 1010 is held until 1249 + 1000.
+    assert replies[3]["reset_after_ms"] == 2249 - 1010
+    # No buckets: core's default 60, which does not divide 1000; buckets on
+    # the default algorithm (the log): both core's error on buckets.
+    for reply in replies[4:6]:
+        assert (reply["error"], reply["field"]) == ("invalid_argument", "buckets"), reply
+    assert replies[6]["error"] == "protocol"
+
+
+def test_load_with_skew_ms_calls_on_the_caller_clock(tmp_path: Path) -> None:
+    # Every call is acquire_at on the wall clock plus the skew, an hour
+    # behind here (far from the clock a memory store would use); each
+    # decision record carries reset_after_ms; a skew beyond an hour is refused.
+    out = tmp_path / "python.jsonl"
+    skew = 3_600_000
+    before = time.time_ns() // 1_000_000
+    start, end = before + 2000, before + 2300  # after the driver has started
+    load = {"op": "load", "lang": "python", "tenant": "t", "concurrency": 4, "out": str(out)}
+    requests = [
+        {"op": "store", "kind": "memory"},
+        {"op": "policy", "resource": "geo", "limit": 5, "window_ms": 1000},
+        {**load, "start_at_ms": start, "end_at_ms": end, "jitter_ms": 2, "skew_ms": -skew},
+    ] + [
+        {**load, "start_at_ms": 0, "end_at_ms": 0, "skew_ms": bad}
+        for bad in (3_600_001, -3_600_001, 1.5, "5", True)
+    ]
+    out_lines = session([json.dumps(r).encode() for r in requests])
+    after = time.time_ns() // 1_000_000
+    replies = [json.loads(line) for line in out_lines]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert replies[2] == {"ok": True, "calls": len(records), "errors": 0}
+    assert len(records) > 5
+    allowed = 0
+    for r in records:
+        assert start - skew <= r["now_ms"] <= after - skew, r
+        assert isinstance(r["reset_after_ms"], int), r
+        if r["allowed"]:
+            allowed += 1
+            # The log records at now + reset_after - W, on the caller clock too.
+            assert start - skew <= r["now_ms"] + r["reset_after_ms"] - 1000 <= after - skew, r
+    assert allowed == 5
+    for reply in replies[3:]:
+        assert reply["error"] == "protocol" and reply["message"].startswith("load: skew_ms must be")

@@ -75,6 +75,85 @@ def test_caller_time_decides_as_the_memory_engine(
     on_redis.reset("t")
 
 
+# Limit 3, window 1000 ms in 4 buckets of 250 ms: a permit admitted in bucket
+# b is held until (b + 1) * 250 - 1 + 1000 (docs/protocol.md, "Bucketed
+# window"). (now offset, cost, peek): bucket edges, denials, a lagging caller.
+BUCKETED_STEPS = [
+    (0, 1, False),
+    (249, 1, False),
+    (250, 1, False),
+    (260, 1, True),
+    (260, 1, False),
+    (1_248, 1, False),
+    (1_249, 2, True),
+    (1_249, 2, False),
+    (1_300, 1, False),
+    (1_499, 1, False),
+    (1_499, 3, True),
+    (1_490, 1, False),
+    (2_600, 3, False),
+    (2_601, 1, False),
+]
+BUCKETED_ALLOWED = [True] * 3 + [False] * 3 + [True] * 2 + [False, True, False, False, True, False]
+T0 = 1_800_000_000_000
+
+
+def bucketed(resource: str) -> Policy:
+    return Policy("rl", resource, Algorithm.BUCKETED_WINDOW, limit=3, window_ms=1_000, buckets=4)
+
+
+def test_bucketed_window_decides_as_the_memory_engine(r: redis.Redis, resource: str) -> None:
+    policy = bucketed(resource)
+    on_redis = Limiter(r, policy)
+    memory = Limiter.memory(policy, clock=lambda: T0)
+    got = []
+    for at, cost, peek in BUCKETED_STEPS:
+        if peek:
+            d = on_redis.peek("t", cost, T0 + at)
+            assert d == memory.peek("t", cost, T0 + at), at
+        else:
+            d = on_redis.acquire_at("t", T0 + at, cost)
+            assert d == memory.acquire_at("t", T0 + at, cost), at
+        got.append(d)
+    assert [d.allowed for d in got] == BUCKETED_ALLOWED
+    # Bucket 0 (2 permits) is held to 1249: a denial at 260 waits for it.
+    assert (got[4].remaining, got[4].retry_after_ms, got[4].reset_after_ms) == (0, 989, 1239)
+    # Bucket 4 is held to 2249; the lagging caller's wait counts from its own now.
+    assert (got[7].reset_after_ms, got[11].retry_after_ms) == (1_000, 2_249 - 1_490)
+    key = on_redis.key("t")
+    assert key.endswith(":bucketed:1000:4") and r.type(key) == b"hash"
+    assert r.pttl(key) > 0
+    on_redis.reset("t")
+    assert not r.exists(key)
+
+
+async def test_async_bucketed_window_decides_as_the_memory_engine(
+    redis_url: str, r: redis.Redis, resource: str
+) -> None:
+    policy = bucketed(resource)
+    memory = Limiter.memory(policy, clock=lambda: T0)
+    allowed = []
+    async with AsyncLimiter.from_url(redis_url, policy) as on_redis:
+        for at, cost, peek in BUCKETED_STEPS:
+            if peek:
+                d = await on_redis.peek("t", cost, T0 + at)
+                assert d == memory.peek("t", cost, T0 + at), at
+            else:
+                d = await on_redis.acquire_at("t", T0 + at, cost)
+                assert d == memory.acquire_at("t", T0 + at, cost), at
+            allowed.append(d.allowed)
+        await on_redis.reset("t")
+    assert allowed == BUCKETED_ALLOWED
+    # Server time and the default bucket count.
+    minute = Policy("rl", resource, "bucketed_window", 2, 60_000)
+    async with AsyncLimiter.from_url(redis_url, minute) as limiter:
+        got = await asyncio.gather(*(limiter.acquire("u") for _ in range(3)))
+        assert sorted(d.allowed for d in got) == [False, True, True]
+        assert limiter.key("u").endswith(":bucketed:60000:60")
+        await limiter.reset("u")
+    assert keys_of(r, resource) == []
+
+
 def test_noscript_sends_eval_once_on_the_same_client(r: redis.Redis, resource: str) -> None:
     limiter = Limiter(r, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=10, window_ms=60_000))
     limiter.acquire("t")

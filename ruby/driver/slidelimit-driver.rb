@@ -106,6 +106,7 @@ module SlidelimitDriver
       algorithm: field(req, "algorithm", :string),
       limit: field(req, "limit", :number),
       window_ms: field(req, "window_ms", :number),
+      buckets: field(req, "buckets", :number),
     }.compact
     begin
       policy = Slidelimit::Policy.new(**policy)
@@ -123,6 +124,9 @@ module SlidelimitDriver
 
     Slidelimit::Limiter.new(store[:pool], policy)
   end
+
+  # The largest caller-clock skew a load takes (docs/driver.md): an hour.
+  MAX_SKEW_MS = 3_600_000
 
   def now_ms
     Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
@@ -171,8 +175,14 @@ module SlidelimitDriver
     active = field(req, "active", :array)
     ramp_ms = field(req, "ramp_ms", :number) || 0
     jitter_ms = field(req, "jitter_ms", :number) || 0
+    # Set: every call is acquire_at on the wall clock plus the skew (caller
+    # time) instead of acquire on server time.
+    skew_ms = field(req, "skew_ms", :number)
     out = field(req, "out", :string, required: true)
     raise ProtocolError, "load: concurrency must be a positive integer" unless concurrency.is_a?(Integer) && concurrency >= 1
+    unless skew_ms.nil? || (skew_ms.is_a?(Integer) && skew_ms.abs <= MAX_SKEW_MS)
+      raise ProtocolError, "load: skew_ms must be an integer within ±#{MAX_SKEW_MS}"
+    end
     if active && !active.all? { |p| p.is_a?(Array) && p.length == 2 && p.all? { |t| t.is_a?(Numeric) } }
       raise ProtocolError, "load: active must be a list of [from, to] pairs of numbers"
     end
@@ -193,8 +203,9 @@ module SlidelimitDriver
             next
           end
           line = begin
-            d = limiter.acquire(tenant, cost: cost)
-            { "lang" => lang, "allowed" => d.allowed?, "now_ms" => d.now_ms, "retry_after_ms" => d.retry_after_ms }
+            d = skew_ms ? limiter.acquire_at(tenant, now_ms + skew_ms, cost: cost) : limiter.acquire(tenant, cost: cost)
+            { "lang" => lang, "allowed" => d.allowed?, "now_ms" => d.now_ms, "retry_after_ms" => d.retry_after_ms,
+              "reset_after_ms" => d.reset_after_ms }
           rescue Slidelimit::Error => e
             { "lang" => lang, "error" => e.code.to_s }
           rescue StandardError => e

@@ -220,6 +220,51 @@ class TestApi < Minitest::Test
     assert_includes out, "/nonexistent/libslidelimit_ffi.so"
   end
 
+  # The driver's load op (docs/driver.md) with skew_ms: every call is on the
+  # caller's clock, the wall clock plus the skew (an hour behind here, far
+  # from the clock a memory store would use); each decision record carries
+  # reset_after_ms; a skew beyond an hour is a protocol error.
+  def test_driver_load_with_skew_ms_calls_on_the_caller_clock
+    require "json"
+    require "open3"
+    require "tmpdir"
+    Dir.mktmpdir do |dir|
+      out = File.join(dir, "ruby.jsonl")
+      skew = 3_600_000
+      before = Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
+      start = before + 2000 # after the driver has started, even on a busy machine
+      load = { "op" => "load", "lang" => "ruby", "tenant" => "t", "concurrency" => 4, "out" => out }
+      bad = [3_600_001, -3_600_001, 1.5, "5"].map do |skew_ms|
+        load.merge("start_at_ms" => 0, "end_at_ms" => 0, "skew_ms" => skew_ms)
+      end
+      requests = [{ "op" => "store", "kind" => "memory" },
+                  { "op" => "policy", "resource" => "r", "limit" => 5, "window_ms" => 1000 },
+                  load.merge("start_at_ms" => start, "end_at_ms" => start + 300, "jitter_ms" => 2, "skew_ms" => -skew),
+                  *bad]
+      stdout, stderr, status = Open3.capture3(RbConfig.ruby, "-I", File.expand_path("../lib", __dir__),
+                                              File.expand_path("../driver/slidelimit-driver.rb", __dir__),
+                                              stdin_data: requests.map { |r| JSON.generate(r) }.join("\n") + "\n")
+      after = Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
+      assert status.success?, stderr
+      replies = stdout.lines.map { |l| JSON.parse(l) }
+      records = File.readlines(out).map { |l| JSON.parse(l) }
+      assert_equal({ "ok" => true, "calls" => records.length, "errors" => 0 }, replies[2])
+      assert_operator records.length, :>, 5
+      caller_clock = (start - skew)..(after - skew)
+      records.each do |r|
+        assert_includes caller_clock, r["now_ms"]
+        assert_kind_of Integer, r["reset_after_ms"]
+        # The log records at now + reset_after - W, on the caller clock too.
+        assert_includes caller_clock, r["now_ms"] + r["reset_after_ms"] - 1000 if r["allowed"]
+      end
+      assert_equal 5, records.count { |r| r["allowed"] }
+      replies[3..].each do |reply|
+        assert_equal "protocol", reply["error"]
+        assert_match(/\Aload: skew_ms must be/, reply["message"])
+      end
+    end
+  end
+
   def test_threads_share_one_budget
     l = Slidelimit::Limiter.memory(policy(limit: 50, window_ms: 60_000))
     t = tenant

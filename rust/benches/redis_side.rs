@@ -5,7 +5,9 @@
 //! member, PEXPIRE) that slidelimit replaces.
 //!
 //! Targets: the log at most 16 bytes per entry, with Redis time no higher than
-//! the baseline's; the counter at most 0.75x the baseline's Redis time.
+//! the baseline's; the counter at most 0.75x the baseline's Redis time; the
+//! bucketed window (60 buckets) no higher than the baseline's on the allowed
+//! and the denied path, and at most 1 KB per tenant at limit 600 and 100,000.
 //!
 //! Every phase runs on its own key with caller time, so its regime holds for as
 //! long as it runs (see `PHASES`). Rounds visit the phases in rotating order,
@@ -20,6 +22,10 @@ use std::collections::BTreeMap;
 
 const LIMIT: u64 = 600;
 const WINDOW_MS: u64 = 60_000;
+/// The bucketed window's count: one-second buckets.
+const BUCKETS: u64 = 60;
+/// The high limit of the bucketed window's memory row.
+const HIGH_LIMIT: u64 = 100_000;
 /// A realistic epoch-ms time (2027), aligned to the window.
 const T0: u64 = 1_800_000_000_000;
 /// Permit spacing at exactly the limit's rate: one entry expires per call.
@@ -54,6 +60,7 @@ const FLOOR_LUA: &str = "return {1, 0, 0, 0, 0}";
 enum Kind {
     Log,
     Counter,
+    Bucketed,
     Baseline,
     Floor,
 }
@@ -96,7 +103,9 @@ struct Phase {
 /// Counter allowed: +200 ms per call (half the limit's rate: b ~ 300 from the
 /// previous window, a rising to 300, first-permit-of-window cleanup once per
 /// 300 calls). Counter denied: 600 admitted in the current window, time fixed.
-const PHASES: [Phase; 11] = [
+/// Bucketed window: the log's regimes (same prefill, same clocks); the allowed
+/// phase crosses into a new one-second bucket every 10 calls, expiring one.
+const PHASES: [Phase; 15] = [
     Phase {
         kind: Kind::Log,
         regime: Regime::Allowed,
@@ -110,6 +119,13 @@ const PHASES: [Phase; 11] = [
         start: Some(T0 + WINDOW_MS),
         step: STEP_AT_LIMIT,
         what: "600 entries, one expires per call",
+    },
+    Phase {
+        kind: Kind::Bucketed,
+        regime: Regime::Allowed,
+        start: Some(T0 + WINDOW_MS),
+        step: STEP_AT_LIMIT,
+        what: "60 buckets of 10, one expires per 10 calls",
     },
     Phase {
         kind: Kind::Counter,
@@ -133,6 +149,13 @@ const PHASES: [Phase; 11] = [
         what: "600 live entries, none expired",
     },
     Phase {
+        kind: Kind::Bucketed,
+        regime: Regime::Denied,
+        start: Some(T0 + WINDOW_MS - 1),
+        step: 0,
+        what: "600 live permits in 60 buckets, the oldest frees next",
+    },
+    Phase {
         kind: Kind::Counter,
         regime: Regime::Denied,
         start: Some(T0 + WINDOW_MS - 1),
@@ -153,6 +176,13 @@ const PHASES: [Phase; 11] = [
         step: STEP_AT_LIMIT / 10,
         what: "full log, 1 call in 10 admitted",
     },
+    Phase {
+        kind: Kind::Bucketed,
+        regime: Regime::Overload,
+        start: Some(T0 + WINDOW_MS),
+        step: STEP_AT_LIMIT / 10,
+        what: "full window, about 1 call in 10 admitted",
+    },
     // Server time (the production default) adds TIME to every call; the state
     // is made with one acquire of 600 at the server's clock before each round.
     Phase {
@@ -168,6 +198,13 @@ const PHASES: [Phase; 11] = [
         start: None,
         step: 0,
         what: "server TIME, 600 in the current window",
+    },
+    Phase {
+        kind: Kind::Bucketed,
+        regime: Regime::Denied,
+        start: None,
+        step: 0,
+        what: "server TIME, 600 in one bucket",
     },
     Phase {
         kind: Kind::Floor,
@@ -207,6 +244,7 @@ struct Bench {
     connection: MultiplexedConnection,
     log: Policy,
     counter: Policy,
+    bucketed: Policy,
     baseline_sha: String,
     floor_sha: String,
     rng: Rng,
@@ -221,6 +259,7 @@ impl Bench {
     fn policy(&self, kind: Kind) -> &Policy {
         match kind {
             Kind::Counter => &self.counter,
+            Kind::Bucketed => &self.bucketed,
             Kind::Log | Kind::Baseline | Kind::Floor => &self.log,
         }
     }
@@ -257,7 +296,7 @@ impl Bench {
                     .arg(cost)
                     .arg(now.unwrap_or_default());
             }
-            Kind::Log | Kind::Counter => {
+            Kind::Log | Kind::Counter | Kind::Bucketed => {
                 let call = self
                     .policy(kind)
                     .build_call(tenant, cost, now, Mode::Acquire)
@@ -390,6 +429,7 @@ fn phase_label(phase: &Phase) -> String {
     let script = match phase.kind {
         Kind::Log => "sliding log",
         Kind::Counter => "sliding counter",
+        Kind::Bucketed => "bucketed window (60)",
         Kind::Baseline => "baseline zset log",
         Kind::Floor => return "EVALSHA floor".to_owned(),
     };
@@ -406,6 +446,7 @@ async fn run(url: &str) {
         connection,
         log: Policy::new("rl", "geocode", Algorithm::SlidingLog, LIMIT, WINDOW_MS).unwrap(),
         counter: Policy::new("rl", "geocode", Algorithm::SlidingCounter, LIMIT, WINDOW_MS).unwrap(),
+        bucketed: bucketed_policy(LIMIT),
         baseline_sha: String::new(),
         floor_sha: String::new(),
         rng: Rng(0x9E37_79B9_7F4A_7C15),
@@ -491,9 +532,10 @@ async fn run(url: &str) {
 
     println!();
     println!(
-        "scripts measured: sliding_log {}, sliding_counter {}",
+        "scripts measured: sliding_log {}, sliding_counter {}, bucketed_window {}",
         Script::new(Algorithm::SlidingLog, Mode::Acquire).sha1(),
-        Script::new(Algorithm::SlidingCounter, Mode::Acquire).sha1()
+        Script::new(Algorithm::SlidingCounter, Mode::Acquire).sha1(),
+        Script::new(Algorithm::BucketedWindow, Mode::Acquire).sha1()
     );
     println!();
     println!(
@@ -553,6 +595,7 @@ async fn run(url: &str) {
 
     // Memory per tenant at limit 600.
     let mut rows: Vec<(String, String, u64, String)> = Vec::new();
+    // (The baseline's rows come fourth and fifth: rows[3] is the reference.)
     let fresh = "memory-fresh";
     let log_phase = PHASES[0];
     bench.prefill(&log_phase, fresh).await;
@@ -567,7 +610,8 @@ async fn run(url: &str) {
         bytes,
         enc,
     ));
-    let key = bench.key(Kind::Counter, &tenants[2]);
+    let counter_phase = PHASES.iter().position(|p| p.kind == Kind::Counter).unwrap();
+    let key = bench.key(Kind::Counter, &tenants[counter_phase]);
     let (bytes, enc) = bench.memory_usage(&key).await;
     rows.push(("sliding counter (2 fields)".into(), key, bytes, enc));
     bench.prefill(&PHASES[1], fresh).await;
@@ -595,6 +639,57 @@ async fn run(url: &str) {
         enc,
     ));
 
+    // The bucketed window: 600 permits over 60 buckets (prefilled as the log),
+    // then the same 60 buckets at limit 100,000 (60 acquires of 1,666).
+    let bucketed_phase = PHASES
+        .iter()
+        .position(|p| p.kind == Kind::Bucketed)
+        .unwrap();
+    bench.prefill(&PHASES[bucketed_phase], fresh).await;
+    let key = bench.key(Kind::Bucketed, fresh);
+    let (bytes, enc) = bench.memory_usage(&key).await;
+    let bucketed_rows = rows.len();
+    rows.push((
+        "bucketed window, limit 600, 60 buckets full".into(),
+        key,
+        bytes,
+        enc,
+    ));
+    let high = bucketed_policy(HIGH_LIMIT);
+    let key = high.key(fresh).unwrap();
+    bench.delete(&key).await;
+    let per_bucket = HIGH_LIMIT / BUCKETS;
+    let fills: Vec<redis::Cmd> = (0..BUCKETS)
+        .map(|i| {
+            let call = high
+                .build_call(fresh, per_bucket, Some(T0 + i * 1000), Mode::Acquire)
+                .unwrap();
+            let mut cmd = redis::cmd("EVALSHA");
+            cmd.arg(call.script.sha1())
+                .arg(1)
+                .arg(&call.keys)
+                .arg(&call.args);
+            cmd
+        })
+        .collect();
+    assert_eq!(
+        bench.send(fills).await,
+        BUCKETS as usize,
+        "every fill admitted"
+    );
+    let (bytes, enc) = bench.memory_usage(&key).await;
+    rows.push((
+        format!("bucketed window, limit 100,000, 60 buckets of {per_bucket}"),
+        key,
+        bytes,
+        enc,
+    ));
+    for (label, _, bytes, _) in &rows[bucketed_rows..] {
+        if *bytes > 1024 {
+            missed.push(format!("{label}: {bytes} bytes"));
+        }
+    }
+
     let baseline_bytes = rows[3].2 as f64;
     println!();
     println!(
@@ -620,11 +715,24 @@ async fn run(url: &str) {
     println!();
     if missed.is_empty() {
         println!(
-            "targets (log <= 16 B/entry and <= 1.00x baseline time, counter <= 0.75x): all met"
+            "targets (log <= 16 B/entry and <= 1.00x baseline time, counter <= 0.75x, \
+             bucketed <= 1.00x and <= 1 KB per tenant): all met"
         );
     } else {
         println!("targets MISSED: {}", missed.join("; "));
     }
+}
+
+fn bucketed_policy(limit: u64) -> Policy {
+    Policy::with_buckets(
+        "rl",
+        "geocode",
+        Algorithm::BucketedWindow,
+        limit,
+        WINDOW_MS,
+        Some(BUCKETS),
+    )
+    .unwrap()
 }
 
 fn main() {

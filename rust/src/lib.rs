@@ -28,7 +28,7 @@ mod redis_io;
 pub use metrics::Metrics;
 pub use slidelimit_core::{
     escape_tenant, slot, Algorithm, Decision, Error, ErrorCode, MemoryEngine, Mode, Policy, Result,
-    Script, ScriptCall,
+    Script, ScriptCall, DEFAULT_BUCKETS, MAX_BUCKETS,
 };
 
 use redis_io::Connection;

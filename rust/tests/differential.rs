@@ -1,5 +1,5 @@
 //! The memory engine is the oracle: on random sequences it and a real Redis
-//! must make the same decision, step by step, for both algorithms.
+//! must make the same decision, step by step, for every algorithm.
 
 mod common;
 
@@ -47,8 +47,8 @@ fn step(window_ms: u64) -> impl Strategy<Value = Step> {
         })
 }
 
-fn scenario() -> impl Strategy<Value = (Algorithm, u64, u64, u64, Vec<Step>)> {
-    let algorithm = prop_oneof![Just(Algorithm::SlidingLog), Just(Algorithm::SlidingCounter)];
+fn scenario() -> impl Strategy<Value = ((Algorithm, u8), u64, u64, u64, Vec<Step>)> {
+    let algorithm = algorithm();
     let start = prop_oneof![0..3000u64, 1_700_000_000_000..1_900_000_000_000u64];
     (algorithm, 1..=10u64, window(), start).prop_flat_map(|(algorithm, limit, window_ms, start)| {
         (
@@ -61,6 +61,35 @@ fn scenario() -> impl Strategy<Value = (Algorithm, u64, u64, u64, Vec<Step>)> {
     })
 }
 
+/// Every algorithm; a bucketed window gets one of the bucket counts that
+/// divide its window (`pick` chooses), from one bucket to millisecond buckets.
+fn algorithm() -> impl Strategy<Value = (Algorithm, u8)> {
+    (
+        prop_oneof![
+            Just(Algorithm::SlidingLog),
+            Just(Algorithm::SlidingCounter),
+            Just(Algorithm::BucketedWindow)
+        ],
+        any::<u8>(),
+    )
+}
+
+fn policy(
+    namespace: &str,
+    (algorithm, pick): (Algorithm, u8),
+    limit: u64,
+    window_ms: u64,
+) -> Policy {
+    let buckets = (algorithm == Algorithm::BucketedWindow).then(|| {
+        let fits: Vec<u64> = [1, 4, 10, 17, 50, 60, 100, 1000, 1700, 3000]
+            .into_iter()
+            .filter(|n| window_ms.is_multiple_of(*n))
+            .collect();
+        fits[pick as usize % fits.len()]
+    });
+    Policy::with_buckets(namespace, "api", algorithm, limit, window_ms, buckets).unwrap()
+}
+
 fn redis_limiter(policy: &Policy) -> blocking::Limiter {
     blocking::Limiter::connect(&redis_url(), policy.clone(), Options::default()).unwrap()
 }
@@ -70,7 +99,7 @@ proptest! {
 
     #[test]
     fn memory_engine_and_redis_agree((algorithm, limit, window_ms, start, steps) in scenario()) {
-        let policy = Policy::new(&unique_namespace("diff"), "api", algorithm, limit, window_ms).unwrap();
+        let policy = policy(&unique_namespace("diff"), algorithm, limit, window_ms);
         let redis = redis_limiter(&policy);
         let memory = MemoryEngine::new();
         let tenants = ["tenant-a", "tenant b{x}"];
@@ -135,7 +164,7 @@ struct MixedStep {
 
 #[derive(Debug, Clone)]
 struct Mixed {
-    algorithm: Algorithm,
+    algorithm: (Algorithm, u8),
     limit: u64,
     window_ms: u64,
     start: u64,
@@ -172,7 +201,7 @@ fn mixed_step(window_ms: u64) -> impl Strategy<Value = MixedStep> {
 }
 
 fn mixed() -> impl Strategy<Value = Mixed> {
-    let algorithm = prop_oneof![Just(Algorithm::SlidingLog), Just(Algorithm::SlidingCounter)];
+    let algorithm = algorithm();
     let window = prop_oneof![Just(1000u64), Just(1700), Just(5000), Just(60_000)];
     let start = prop_oneof![
         0..3000u64,
@@ -203,14 +232,12 @@ fn mixed() -> impl Strategy<Value = Mixed> {
 /// Runs one sequence through Redis, the engine on a fixed clock and the
 /// binding's memory store; the number of steps compared.
 fn run_mixed(m: &Mixed) -> std::result::Result<u64, TestCaseError> {
-    let policy = Policy::new(
+    let policy = policy(
         &unique_namespace("mixed"),
-        "api",
         m.algorithm,
         m.limit,
         m.window_ms,
-    )
-    .unwrap();
+    );
     let redis = redis_limiter(&policy);
     let binding = blocking::Limiter::memory(policy.clone(), Options::default()).unwrap();
     let engine = MemoryEngine::new();

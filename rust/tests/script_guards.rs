@@ -7,7 +7,9 @@ mod common;
 
 use common::{raw_connection, redis_url, unique_namespace};
 use slidelimit::{blocking, Algorithm, ErrorCode, MemoryEngine, Mode, Options, Policy, Script};
-use slidelimit_core::{map_server_error, ScriptCall, ServerErrorAction, MAX_LOG_LIMIT};
+use slidelimit_core::{
+    map_server_error, ScriptCall, ServerErrorAction, MAX_BUCKETS, MAX_LOG_LIMIT,
+};
 
 /// Sends the script's text with EVAL (no SHA, no binding in between).
 fn eval_raw(
@@ -95,15 +97,52 @@ fn bad_arguments_are_invalid_argument_and_write_nothing() {
         ([over_cap.as_str(), "60000", "1", "1000000"], "limit"),
         ([over_cap.as_str(), "60000", "1", ""], "limit"),
     ];
+    // The bucketed window's fifth argument, checked after limit and
+    // window_ms and before cost and now_ms (as core checks them).
+    let over_buckets = (MAX_BUCKETS + 1).to_string();
+    let bucketed_only: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["10", "60000", "1", "1000000", "0"], "buckets"),
+        (
+            vec!["10", "60000", "1", "1000000", &over_buckets],
+            "buckets",
+        ),
+        (vec!["10", "60000", "1", "1000000", "7"], "buckets"),
+        (vec!["10", "60000", "1", "1000000", "x"], "buckets"),
+        (vec!["10", "60000", "1", "1000000", ""], "buckets"),
+        (vec!["10", "60000", "1", "1000000", "1.5"], "buckets"),
+        (vec!["10", "60000", "1", "1000000", "-60"], "buckets"),
+        (vec!["0", "60000", "1", "1000000", "7"], "limit"),
+        (vec!["10", "0", "1", "1000000", "7"], "window_ms"),
+        (vec!["10", "60000", "0", "1000000", "7"], "buckets"),
+        (vec!["10", "60000", "1", "4503599627370497", "0"], "buckets"),
+    ];
     let mut checked = 0;
     for script in Script::ALL {
-        let key = format!("{ns}:{{geocode:t}}:{}:60000", script.algorithm.key_tag());
-        let cases = BAD.iter().chain(
-            log_only
-                .iter()
-                .filter(|_| script.algorithm == Algorithm::SlidingLog),
-        );
-        for (args, field) in cases {
+        let bucketed = script.algorithm == Algorithm::BucketedWindow;
+        let key = match bucketed {
+            true => format!("{ns}:{{geocode:t}}:bucketed:60000:60"),
+            false => format!("{ns}:{{geocode:t}}:{}:60000", script.algorithm.key_tag()),
+        };
+        // Every shared case, with a valid bucket count for the bucketed window.
+        let mut cases: Vec<(Vec<&str>, &str)> = BAD
+            .iter()
+            .chain(
+                log_only
+                    .iter()
+                    .filter(|_| script.algorithm == Algorithm::SlidingLog),
+            )
+            .map(|(args, field)| {
+                let mut args = args.to_vec();
+                if bucketed {
+                    args.push("60");
+                }
+                (args, *field)
+            })
+            .collect();
+        if bucketed {
+            cases.extend(bucketed_only.iter().cloned());
+        }
+        for (args, field) in &cases {
             let e = eval_raw(&mut con, script, &key, args)
                 .expect_err(&format!("{script:?} {args:?} must fail"));
             let (code, named) = classify(&e);
@@ -121,21 +160,44 @@ fn bad_arguments_are_invalid_argument_and_write_nothing() {
             assert_eq!(mem.field(), Some(*field), "{script:?} {args:?}: {mem}");
             checked += 1;
         }
-        // Wrong shapes are script errors, for both alike.
-        for args in [&["10", "60000", "1"][..], &["10", "60000", "1", "", ""][..]] {
+        // Wrong shapes are script errors, for the scripts and the engine alike.
+        let shapes: [&[&str]; 3] = [
+            &["10", "60000", "1"],
+            &["10", "60000", "1", "", ""][..if bucketed { 4 } else { 5 }],
+            &["10", "60000", "1", "", "60", "60"],
+        ];
+        for args in shapes {
             let e = eval_raw(&mut con, script, &key, args).unwrap_err();
-            assert_eq!(classify(&e).0, ErrorCode::ScriptError, "{e}");
+            assert_eq!(
+                classify(&e).0,
+                ErrorCode::ScriptError,
+                "{script:?} {args:?}: {e}"
+            );
+            let call = ScriptCall {
+                script,
+                keys: vec![key.clone()],
+                args: args.iter().map(|a| a.to_string()).collect(),
+            };
+            let mem = engine.eval(&call, 1_000_000).unwrap_err();
+            assert_eq!(
+                mem.code(),
+                ErrorCode::ScriptError,
+                "{script:?} {args:?}: {mem}"
+            );
         }
         // The bounds themselves pass (and write, for acquire): delete after.
         let cap = MAX_LOG_LIMIT.to_string();
+        let max_buckets = MAX_BUCKETS.to_string();
         for args in [
-            ["10", "60000", "10", ""],
-            ["10", "60000", "1", "4503599627370496"],
-            ["010", "060000", "01", "0"],
-            [cap.as_str(), "60000", "1", "1000000"],
-            ["1", "4503599627370496", "1", "1000000"],
+            ["10", "60000", "10", "", "60"],
+            ["10", "60000", "1", "4503599627370496", "60"],
+            ["010", "060000", "01", "0", "060"],
+            [cap.as_str(), "60000", "1", "1000000", "1"],
+            ["1", "4503599627370496", "1", "1000000", "1"],
+            ["10", "3600000", "1", "1000000", max_buckets.as_str()],
         ] {
-            let reply = eval_raw(&mut con, script, &key, &args)
+            let args = &args[..if bucketed { 5 } else { 4 }];
+            let reply = eval_raw(&mut con, script, &key, args)
                 .unwrap_or_else(|e| panic!("{script:?} {args:?}: {e}"));
             assert_eq!(reply.len(), 5);
             let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
@@ -176,7 +238,7 @@ fn assert_foreign_rejected(algorithm: Algorithm, limit: u64, items: &[&str], tim
     let key = p.key("t").unwrap();
     let write = match algorithm {
         Algorithm::SlidingLog => "RPUSH",
-        Algorithm::SlidingCounter => "HSET",
+        Algorithm::SlidingCounter | Algorithm::BucketedWindow => "HSET",
     };
     let _: i64 = redis::cmd(write)
         .arg(&key)
@@ -305,4 +367,47 @@ fn foreign_entries_deep_in_a_log_are_found_where_the_script_reads() {
         (items.map(String::from).to_vec(), -1)
     );
     let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+}
+
+#[test]
+fn a_bucketed_key_with_fields_it_never_writes_is_an_error_before_any_write() {
+    // Bucket of T at g = 1,000 ms (60 buckets over 60 s).
+    let b = (T / 1000).to_string();
+    let t = T.to_string();
+    let bucketed = Algorithm::BucketedWindow;
+    // No `t`: a hash slidelimit did not write, with or without bucket-like fields.
+    assert_foreign_rejected(bucketed, 10, &["note", "hello"], &[T]);
+    assert_foreign_rejected(bucketed, 10, &["n", "1", "o", &b, &b, "1"], &[T]);
+    // Each field the script reads, holding what it never writes.
+    for bad in [
+        "x",
+        "1.5",
+        "-3",
+        "",
+        "inf",
+        "nan",
+        "1e300",
+        "4503599627370497",
+    ] {
+        assert_foreign_rejected(bucketed, 10, &["t", bad, "n", "1", "o", &b, &b, "1"], &[T]);
+        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", bad, "o", &b, &b, "1"], &[T]);
+        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "1", "o", bad, &b, "1"], &[T]);
+        // The bucket an admission adds to (n = 0: both costs are admitted).
+        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "0", "o", &b, &b, bad], &[T]);
+        // The oldest live bucket, which a denial's retry reads.
+        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "10", "o", &b, &b, bad], &[T]);
+    }
+    // A bucket that expires at the check (read to subtract it from `n`).
+    let old = (T / 1000 - 61).to_string();
+    let o = old.clone();
+    assert_foreign_rejected(
+        bucketed,
+        10,
+        &["t", &t, "n", "2", "o", &o, &old, "x", &b, "1"],
+        &[T + 500],
+    );
+    // `o` so far below the live buckets that the expiry walk would never end.
+    assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "1", "o", "0", &b, "1"], &[T]);
+    // `n` larger than the buckets hold: a denial's walk runs out of buckets.
+    assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "20", "o", &b, &b, "1"], &[T]);
 }

@@ -53,8 +53,9 @@ impl Policy {
         algorithm: &str,
         limit: f64,
         window_ms: f64,
+        buckets: Option<f64>,
     ) -> Result<Policy, JsValue> {
-        glue::Policy::new(namespace, resource, algorithm, limit, window_ms)
+        glue::Policy::new(namespace, resource, algorithm, limit, window_ms, buckets)
             .map(|inner| Policy { inner })
             .map_err(to_js)
     }

@@ -18,6 +18,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 /// would exhaust memory.
 const MAX_CONCURRENCY: u64 = 100_000;
 
+/// The largest caller-clock skew a `load` takes (docs/driver.md): an hour.
+const MAX_SKEW_MS: i64 = 3_600_000;
+
 /// A request the driver cannot read: answered as `{"error":"protocol",...}`.
 struct Protocol(String);
 
@@ -205,13 +208,15 @@ impl Driver {
         let algorithm = f.opt_str("algorithm")?;
         let limit = f.u64("limit")?;
         let window_ms = f.u64("window_ms")?;
+        let buckets = f.opt_u64("buckets")?;
         self.limiter = None;
         let built = async {
             let algorithm = match algorithm {
                 Some(a) => Algorithm::parse(a)?,
                 None => slidelimit_core::DEFAULT_ALGORITHM,
             };
-            let policy = Policy::new(namespace, resource, algorithm, limit, window_ms)?;
+            let policy =
+                Policy::with_buckets(namespace, resource, algorithm, limit, window_ms, buckets)?;
             match &store.kind {
                 StoreKind::Memory => Ok(Limiter::memory(policy, store.options.clone())),
                 StoreKind::Redis(url) => Limiter::connect(url, policy, store.options.clone()).await,
@@ -292,6 +297,9 @@ struct Plan {
     active: Option<Vec<(u64, u64)>>,
     ramp_ms: u64,
     jitter_ms: u64,
+    /// Some: every call is `acquire_at` on the wall clock plus this skew
+    /// (caller time); None: `acquire` on server time.
+    skew_ms: Option<i64>,
 }
 
 fn wall_ms() -> u64 {
@@ -329,6 +337,13 @@ impl Plan {
             ),
             Some(_) => return Err(f.wrong("active", "a list of [from, to] integer pairs")),
         };
+        let skew_ms =
+            match f.map.get("skew_ms") {
+                None => None,
+                Some(v) => Some(v.as_i64().filter(|s| s.abs() <= MAX_SKEW_MS).ok_or_else(
+                    || f.wrong("skew_ms", &format!("an integer within ±{MAX_SKEW_MS}")),
+                )?),
+            };
         let concurrency = f.u64("concurrency")?;
         if concurrency > MAX_CONCURRENCY {
             return Err(f.wrong("concurrency", &format!("at most {MAX_CONCURRENCY}")));
@@ -343,6 +358,7 @@ impl Plan {
             active,
             ramp_ms: f.opt_u64("ramp_ms")?.unwrap_or(0),
             jitter_ms: f.opt_u64("jitter_ms")?.unwrap_or(0),
+            skew_ms,
         })
     }
 
@@ -382,14 +398,20 @@ impl Plan {
                 sleep_ms(wait).await;
                 continue;
             }
-            let result = match self.cost {
-                None => limiter.acquire(&self.tenant).await,
-                Some(cost) => limiter.acquire_n(&self.tenant, cost).await,
+            let result = match (self.skew_ms, self.cost) {
+                (Some(skew), cost) => {
+                    let at = wall_ms().saturating_add_signed(skew);
+                    limiter
+                        .acquire_at(&self.tenant, cost.unwrap_or(1), at)
+                        .await
+                }
+                (None, None) => limiter.acquire(&self.tenant).await,
+                (None, Some(cost)) => limiter.acquire_n(&self.tenant, cost).await,
             };
             lines.push(match result {
                 Ok(d) => format!(
-                    "{{\"lang\":{lang},\"allowed\":{},\"now_ms\":{},\"retry_after_ms\":{}}}\n",
-                    d.allowed, d.now_ms, d.retry_after_ms
+                    "{{\"lang\":{lang},\"allowed\":{},\"now_ms\":{},\"retry_after_ms\":{},\"reset_after_ms\":{}}}\n",
+                    d.allowed, d.now_ms, d.retry_after_ms, d.reset_after_ms
                 ),
                 Err(e) => {
                     errors += 1;
@@ -434,7 +456,14 @@ fn known_fields(op: &str) -> Option<&'static [&'static str]> {
     Some(match op {
         "hello" | "exit" => &[],
         "store" => &["kind", "url", "urls", "timeout_ms", "tls_ca_file"],
-        "policy" => &["namespace", "resource", "algorithm", "limit", "window_ms"],
+        "policy" => &[
+            "namespace",
+            "resource",
+            "algorithm",
+            "limit",
+            "window_ms",
+            "buckets",
+        ],
         "acquire" => &["tenant", "cost"],
         "acquire_at" | "peek" => &["tenant", "cost", "now_ms"],
         "reset" | "key" => &["tenant"],
@@ -448,6 +477,7 @@ fn known_fields(op: &str) -> Option<&'static [&'static str]> {
             "active",
             "ramp_ms",
             "jitter_ms",
+            "skew_ms",
             "out",
         ],
         _ => return None,
@@ -565,6 +595,7 @@ mod tests {
             active,
             ramp_ms: 0,
             jitter_ms: 0,
+            skew_ms: None,
         }
     }
 

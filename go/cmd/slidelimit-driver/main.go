@@ -101,14 +101,14 @@ var knownFields = map[string][]string{
 	"hello":      {},
 	"exit":       {},
 	"store":      {"kind", "url", "urls", "timeout_ms", "tls_ca_file"},
-	"policy":     {"namespace", "resource", "algorithm", "limit", "window_ms"},
+	"policy":     {"namespace", "resource", "algorithm", "limit", "window_ms", "buckets"},
 	"acquire":    {"tenant", "cost"},
 	"acquire_at": {"tenant", "cost", "now_ms"},
 	"peek":       {"tenant", "cost", "now_ms"},
 	"reset":      {"tenant"},
 	"key":        {"tenant"},
 	"load": {"lang", "tenant", "cost", "concurrency", "start_at_ms", "end_at_ms", "active",
-		"ramp_ms", "jitter_ms", "out"},
+		"ramp_ms", "jitter_ms", "skew_ms", "out"},
 }
 
 func parseRequest(line []byte) (*request, error) {
@@ -364,9 +364,14 @@ func (d *driver) opPolicy(r *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// Absent is the Go API's 0: core's default for the bucketed window.
+	buckets, hasBuckets, err := r.optUint("buckets")
+	if err != nil {
+		return "", err
+	}
 	d.dropLimiter()
 	p := slidelimit.Policy{Namespace: namespace, Resource: resource, Algorithm: slidelimit.Algorithm(algorithm),
-		Limit: limit, WindowMs: windowMs}
+		Limit: limit, WindowMs: windowMs, Buckets: buckets}
 	// In the Go API an empty Namespace or Algorithm stands for the default,
 	// so a Go user cannot send core an empty one; a request that does (the
 	// key vector namespace-empty) reaches core as it is through the internal
@@ -380,6 +385,12 @@ func (d *driver) opPolicy(r *request) (string, error) {
 		}
 		verbatim.Policy.Store(true)
 		defer verbatim.Policy.Store(false)
+	}
+	// Likewise a request's buckets 0 reaches core as a count of 0 (which it
+	// rejects), not as the Go API's "not given".
+	if hasBuckets && buckets == 0 {
+		verbatim.Buckets.Store(true)
+		defer verbatim.Buckets.Store(false)
 	}
 	var l *slidelimit.Limiter
 	if d.store.client == nil {
@@ -496,7 +507,14 @@ type plan struct {
 	startAtMs, endAtMs uint64
 	active             [][2]uint64 // [from, to); nil: the whole run
 	rampMs, jitterMs   uint64
+	// hasSkew: every call is AcquireAt on the wall clock plus skewMs (caller
+	// time) instead of Acquire on server time.
+	skewMs  int64
+	hasSkew bool
 }
+
+// maxSkewMs bounds a load's skew_ms (docs/driver.md): an hour either way.
+const maxSkewMs = 3_600_000
 
 func readPlan(r *request) (*plan, error) {
 	var p plan
@@ -529,6 +547,14 @@ func readPlan(r *request) (*plan, error) {
 	}
 	if p.jitterMs, _, err = r.optUint("jitter_ms"); err != nil {
 		return nil, err
+	}
+	if raw, ok := r.fields["skew_ms"]; ok {
+		n, isNumber := raw.(json.Number)
+		skew, err := strconv.ParseInt(string(n), 10, 64)
+		if !isNumber || err != nil || skew < -maxSkewMs || skew > maxSkewMs {
+			return nil, r.wrong("skew_ms", fmt.Sprintf("an integer within ±%d", maxSkewMs))
+		}
+		p.skewMs, p.hasSkew = skew, true
 	}
 	if raw, ok := r.fields["active"]; ok {
 		list, ok := raw.([]any)
@@ -601,9 +627,16 @@ func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
 		}
 		var d slidelimit.Decision
 		var err error
-		if p.hasCost {
+		switch {
+		case p.hasSkew:
+			cost := p.cost
+			if !p.hasCost {
+				cost = 1 // Acquire's default, which AcquireAt spells out
+			}
+			d, err = l.AcquireAt(ctx, p.tenant, cost, uint64(max(int64(wallMs())+p.skewMs, 0)))
+		case p.hasCost:
 			d, err = l.AcquireN(ctx, p.tenant, p.cost)
-		} else {
+		default:
 			d, err = l.Acquire(ctx, p.tenant)
 		}
 		calls++
@@ -615,8 +648,9 @@ func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
 			}
 			lines = fmt.Appendf(lines, "{\"lang\":%s,\"error\":\"%s\"}\n", lang, code)
 		} else {
-			lines = fmt.Appendf(lines, "{\"lang\":%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d}\n",
-				lang, d.Allowed, d.NowMs, d.RetryAfterMs)
+			lines = fmt.Appendf(lines,
+				"{\"lang\":%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d,\"reset_after_ms\":%d}\n",
+				lang, d.Allowed, d.NowMs, d.RetryAfterMs, d.ResetAfterMs)
 		}
 		sleepMs(rand.Uint64N(p.jitterMs + 1))
 	}
@@ -663,7 +697,7 @@ func (d *driver) handle(line []byte) (reply string, exit bool) {
 	ctx := context.Background()
 	switch r.op {
 	case "hello":
-		return `{"ok":true,"binding":"go","version":` + jsonString(slidelimit.Version()) + `}`, false
+		return `{"ok":true,"binding":"go","version":` + jsonString(slidelimit.Version) + `}`, false
 	case "exit":
 		return `{"ok":true}`, true
 	case "store":

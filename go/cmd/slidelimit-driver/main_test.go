@@ -3,11 +3,13 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/slidelimit/slidelimit/go"
 )
@@ -70,7 +72,7 @@ func TestDocumentedSession(t *testing.T) {
 		}
 		switch {
 		case op.Op == "hello":
-			if gotFields["binding"] != "go" || gotFields["version"] != slidelimit.Version() || gotFields["ok"] != true {
+			if gotFields["binding"] != "go" || gotFields["version"] != slidelimit.Version || gotFields["ok"] != true {
 				t.Errorf("hello: %s", got)
 			}
 		case wantFields["error"] != nil:
@@ -140,5 +142,120 @@ func TestProtocolErrors(t *testing.T) {
 	}
 	if got, _ := d.handle([]byte(`{"op":"acquire","tenant":"t","cost":-1}`)); !strings.HasPrefix(got, `{"error":"protocol"`) {
 		t.Errorf("a negative cost for the uint64 parameter: %s", got)
+	}
+}
+
+// TestPolicyBuckets: the optional buckets field reaches the Policy (absent:
+// core's default), and core's refusal names it.
+func TestPolicyBuckets(t *testing.T) {
+	d := &driver{}
+	defer d.close()
+	for _, c := range []struct{ policy, key string }{
+		{`{"op":"policy","resource":"r","algorithm":"bucketed_window","limit":2,"window_ms":1000,"buckets":10}`,
+			`"key":"rl:{r:t}:bucketed:1000:10",`},
+		{`{"op":"policy","resource":"r","algorithm":"bucketed_window","limit":2,"window_ms":60000}`,
+			`"key":"rl:{r:t}:bucketed:60000:60",`},
+	} {
+		if got, _ := d.handle([]byte(`{"op":"store","kind":"memory"}`)); got != `{"ok":true}` {
+			t.Fatalf("store: %s", got)
+		}
+		if got, _ := d.handle([]byte(c.policy)); got != `{"ok":true}` {
+			t.Fatalf("%s: %s", c.policy, got)
+		}
+		key, _ := d.handle([]byte(`{"op":"key","tenant":"t"}`))
+		if !strings.Contains(key, c.key) {
+			t.Errorf("%s: key %s, want %s", c.policy, key, c.key)
+		}
+	}
+	for _, request := range []string{
+		`{"op":"policy","resource":"r","algorithm":"sliding_log","limit":2,"window_ms":1000,"buckets":10}`,
+		`{"op":"policy","resource":"r","algorithm":"bucketed_window","limit":2,"window_ms":1000,"buckets":3}`,
+		`{"op":"policy","resource":"r","algorithm":"bucketed_window","limit":2,"window_ms":1000}`,
+	} {
+		got, _ := d.handle([]byte(request))
+		if !strings.HasPrefix(got, `{"error":"invalid_argument","field":"buckets","message":"buckets: `) {
+			t.Errorf("%s: %s", request, got)
+		}
+	}
+	if got, _ := d.handle([]byte(`{"op":"policy","resource":"r","algorithm":"bucketed_window","limit":2,"window_ms":1000,"buckets":"10"}`)); !strings.HasPrefix(got, `{"error":"protocol"`) {
+		t.Errorf("a string for buckets: %s", got)
+	}
+	// A request's buckets 0 is a count of 0 for core, not the Go API's "not
+	// given": refused even where the default divides the window, and for an
+	// algorithm without buckets; the switch is off again for the next policy.
+	for _, c := range []struct{ request, message string }{
+		{`{"op":"policy","resource":"r","algorithm":"bucketed_window","limit":2,"window_ms":60000,"buckets":0}`,
+			`"message":"buckets: must be at least 1"`},
+		{`{"op":"policy","resource":"r","algorithm":"sliding_log","limit":2,"window_ms":60000,"buckets":0}`,
+			`"message":"buckets: only the bucketed_window algorithm has buckets`},
+	} {
+		got, _ := d.handle([]byte(c.request))
+		if !strings.HasPrefix(got, `{"error":"invalid_argument","field":"buckets",`+c.message) {
+			t.Errorf("%s: %s", c.request, got)
+		}
+	}
+	if got, _ := d.handle([]byte(`{"op":"policy","resource":"r","algorithm":"bucketed_window","limit":2,"window_ms":60000}`)); got != `{"ok":true}` {
+		t.Errorf("no buckets after buckets 0: %s", got)
+	}
+}
+
+// TestLoadSkew: with skew_ms every call of a load is AcquireAt on the wall
+// clock plus the skew, so that caller time is the decisions' now_ms, and
+// every decision record carries reset_after_ms; a skew beyond an hour, or
+// not an integer, is a protocol error.
+func TestLoadSkew(t *testing.T) {
+	d := &driver{}
+	defer d.close()
+	out := filepath.Join(t.TempDir(), "go.jsonl")
+	for _, request := range []string{`{"op":"store","kind":"memory"}`,
+		`{"op":"policy","resource":"r","limit":5,"window_ms":1000}`} {
+		if got, _ := d.handle([]byte(request)); got != `{"ok":true}` {
+			t.Fatalf("%s: %s", request, got)
+		}
+	}
+	const skew = 3_600_000 // behind: far from the wall clock a memory store would use
+	before := uint64(time.Now().UnixMilli())
+	start, end := before+100, before+400
+	reply, _ := d.handle(fmt.Appendf(nil, `{"op":"load","lang":"go","tenant":"t","concurrency":4,`+
+		`"start_at_ms":%d,"end_at_ms":%d,"jitter_ms":2,"skew_ms":-%d,"out":%q}`, start, end, skew, out))
+	after := uint64(time.Now().UnixMilli())
+	text, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(text)), "\n")
+	if want := fmt.Sprintf(`{"ok":true,"calls":%d,"errors":0}`, len(lines)); reply != want || len(lines) <= 5 {
+		t.Fatalf("load: %s, %d lines", reply, len(lines))
+	}
+	allowed := 0
+	for _, line := range lines {
+		var rec struct {
+			Allowed      bool    `json:"allowed"`
+			NowMs        uint64  `json:"now_ms"`
+			ResetAfterMs *uint64 `json:"reset_after_ms"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec.ResetAfterMs == nil {
+			t.Fatalf("record %s: %v", line, err)
+		}
+		if rec.NowMs < start-skew || rec.NowMs > after-skew {
+			t.Errorf("now_ms %d is not the caller clock %d..%d", rec.NowMs, start-skew, after-skew)
+		}
+		if rec.Allowed {
+			allowed++
+			// The log records at now + reset_after - W, on the caller clock too.
+			if r := rec.NowMs + *rec.ResetAfterMs - 1000; r < start-skew || r > after-skew {
+				t.Errorf("recorded at %d, outside %d..%d", r, start-skew, after-skew)
+			}
+		}
+	}
+	if allowed != 5 {
+		t.Errorf("%d admitted, want the limit 5 within one window", allowed)
+	}
+	for _, bad := range []string{"3600001", "-3600001", "1.5", `"5"`} {
+		request := fmt.Sprintf(`{"op":"load","lang":"go","tenant":"t","concurrency":1,"start_at_ms":0,`+
+			`"end_at_ms":0,"skew_ms":%s,"out":%q}`, bad, out)
+		if got, _ := d.handle([]byte(request)); !strings.HasPrefix(got, `{"error":"protocol","message":"load: skew_ms must be`) {
+			t.Errorf("skew_ms %s: %s", bad, got)
+		}
 	}
 }

@@ -2,8 +2,10 @@
 // process: the driver (cmd/slidelimit-driver) sets Policy to true while it
 // builds a policy whose request names an empty namespace or algorithm, so
 // that the empty value reaches core as it is (and core rejects it, as in
-// every binding), instead of standing for "rl" and sliding_log. A Go user
-// cannot ask for that: in the API an empty value means the default.
+// every binding), instead of standing for "rl" and sliding_log; and Buckets
+// while it builds one whose request names buckets 0, so that core gets a
+// count of 0 (and rejects it) instead of no count (its default). A Go user
+// cannot ask for that: in the API a zero value means the default.
 package verbatim
 
 import "sync/atomic"
@@ -11,3 +13,7 @@ import "sync/atomic"
 // Policy, when true, makes slidelimit pass Policy.Namespace and
 // Policy.Algorithm to core unchanged, empty or not.
 var Policy atomic.Bool
+
+// Buckets, when true, makes slidelimit pass Policy.Buckets 0 to core as a
+// count of 0 instead of "not given".
+var Buckets atomic.Bool

@@ -102,8 +102,9 @@ impl Policy {
         algorithm: String,
         limit: f64,
         window_ms: f64,
+        buckets: Option<f64>,
     ) -> Result<Self> {
-        glue::Policy::new(&namespace, &resource, &algorithm, limit, window_ms)
+        glue::Policy::new(&namespace, &resource, &algorithm, limit, window_ms, buckets)
             .map(|inner| Policy { inner })
             .map_err(|e| to_js(env, e))
     }

@@ -82,8 +82,11 @@ module Slidelimit
     attach_function :slidelimit_default_algorithm, [], :string
     attach_function :slidelimit_algorithm_parse,
                     %i[buffer_in size_t pointer msg msg_cap msg_len field], :result
+    # `buckets` is a pointer: NULL is "not given", anything else a count.
     attach_function :slidelimit_policy_new,
-                    %i[buffer_in size_t buffer_in size_t uint32 uint64 uint64 pointer msg msg_cap msg_len field], :result
+                    %i[buffer_in size_t buffer_in size_t uint32 uint64 uint64 pointer pointer msg msg_cap msg_len
+                       field], :result
+    attach_function :slidelimit_policy_buckets, %i[pointer pointer], :result
     attach_function :slidelimit_policy_free, [:pointer], :void
     attach_function :slidelimit_policy_key,
                     %i[pointer buffer_in size_t pointer size_t pointer pointer msg msg_cap msg_len field], :result
