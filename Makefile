@@ -1,6 +1,7 @@
 # slidelimit: `make demo` (no Redis needed) and `make test` (everything, from scratch).
 # Bindings add their own targets in mk/*.mk: TEST_TARGETS, BENCH_TARGETS,
-# DRIVER_TARGETS and CONFORMANCE_BINDINGS (conformance columns) collect them.
+# DRIVER_TARGETS and CONFORMANCE_BINDINGS (conformance columns) collect them;
+# DIST_TEST_TARGETS the cross-build checks of `make test-dist` (mk/dist.mk).
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 export PATH := $(HOME)/.cargo/bin:$(PATH)
@@ -12,6 +13,7 @@ TEST_TARGETS :=
 BENCH_TARGETS :=
 # Each binding adds the make target that builds its driver (docs/driver.md).
 DRIVER_TARGETS :=
+DIST_TEST_TARGETS :=
 
 .PHONY: all demo test deps build lint test-rust conformance conformance-lint bench bench-rust clean drivers
 
@@ -49,7 +51,7 @@ bench: bench-rust
 
 clean:
 	$(CARGO) clean
-	rm -rf .tmp
+	rm -rf .tmp dist
 
 -include mk/*.mk
 
@@ -57,6 +59,9 @@ test: lint test-rust conformance-lint conformance $(TEST_TARGETS)
 	@echo "make test: all passed"
 
 bench: $(BENCH_TARGETS)
+
+# After every mk file's additions; the recipe (mk/dist.mk) then checks dist/.
+test-dist: $(DIST_TEST_TARGETS)
 
 # Every registered driver, built (drivers/<name> launches it).
 drivers: $(DRIVER_TARGETS)

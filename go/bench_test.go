@@ -13,6 +13,8 @@ import (
 // The benchmarks measure, in one run against one Redis: the cgo cost of a
 // check (core builds the call, core parses the reply; no Redis), Acquire,
 // the same script sent by hand with go-redis EVALSHA, and redis_rate's Allow.
+// With CGO_ENABLED=0 the same benchmarks measure the wasm path;
+// go/scripts/bench-paths.sh runs both and prints them side by side.
 
 func benchClient(b *testing.B) *redis.Client {
 	b.Helper()
@@ -65,7 +67,33 @@ func BenchmarkCgoCheck(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryAcquire is the embedded engine through cgo.
+// BenchmarkCheckParallel is BenchmarkCgoCheck from every core at once: with
+// cgo the crossings run in parallel; without cgo each takes a wasm instance
+// from the pool (one per core), so this shows what the pool costs under load.
+func BenchmarkCheckParallel(b *testing.B) {
+	l, err := NewMemory(benchPolicy)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	reply := []int64{1, 41, 0, 60_000, 1_764_475_200_000}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			call, err := l.handle.buildCall("tenant-17", 1, nil, modeAcquire)
+			if err != nil || len(call.keys) != 1 {
+				b.Error(err)
+				return
+			}
+			if _, err := parseReply(reply); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkMemoryAcquire is the embedded engine through cgo (or wasm).
 func BenchmarkMemoryAcquire(b *testing.B) {
 	l, err := NewMemory(benchPolicy)
 	if err != nil {

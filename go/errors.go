@@ -1,8 +1,5 @@
 package slidelimit
 
-// #include "slidelimit.h"
-import "C"
-
 import (
 	"errors"
 	"fmt"
@@ -16,24 +13,25 @@ import (
 //	if errors.Is(err, slidelimit.ErrUnavailable) { /* Redis down or slow */ }
 type Code uint32
 
-// One sentinel per core code, with the same numbers as the C ABI.
+// One sentinel per core code, with the same numbers as the C ABI (ffi.go
+// checks them against the header when cgo is on).
 const (
 	// ErrInvalidArgument: a policy, tenant, cost or time that breaks the
 	// contract; the message names the field.
-	ErrInvalidArgument Code = C.SLIDELIMIT_RESULT_INVALID_ARGUMENT
+	ErrInvalidArgument Code = 1
 	// ErrUnavailable: Redis could not be reached or did not answer within the
 	// timeout. The check may or may not have been recorded.
-	ErrUnavailable Code = C.SLIDELIMIT_RESULT_UNAVAILABLE
+	ErrUnavailable Code = 2
 	// ErrScriptError: Redis ran the script and it failed.
-	ErrScriptError Code = C.SLIDELIMIT_RESULT_SCRIPT_ERROR
+	ErrScriptError Code = 3
 	// ErrWrongType: the key holds a type the algorithm does not use.
-	ErrWrongType Code = C.SLIDELIMIT_RESULT_WRONG_TYPE
+	ErrWrongType Code = 4
 	// ErrMalformedReply: the reply was not the five integers of the contract.
-	ErrMalformedReply Code = C.SLIDELIMIT_RESULT_MALFORMED_REPLY
+	ErrMalformedReply Code = 5
 	// ErrPermissionDenied: the server refused the command for this user (ACL).
-	ErrPermissionDenied Code = C.SLIDELIMIT_RESULT_PERMISSION_DENIED
+	ErrPermissionDenied Code = 6
 	// ErrInternal: a bug in slidelimit.
-	ErrInternal Code = C.SLIDELIMIT_RESULT_INTERNAL
+	ErrInternal Code = 7
 )
 
 // ErrClosed is the cause of the error a Limiter returns when it is used after

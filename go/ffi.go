@@ -1,3 +1,5 @@
+//go:build cgo
+
 package slidelimit
 
 // cgo links the static library `make` builds from ffi-c/ (cargo build
@@ -8,8 +10,10 @@ package slidelimit
 // parse the reply.
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../ffi-c/include
-#cgo LDFLAGS: ${SRCDIR}/../target/release/libslidelimit_ffi.a -ldl -lpthread -lm
+#cgo CFLAGS: -I${SRCDIR}/include
+#cgo linux,amd64,!slidelimit_source LDFLAGS: ${SRCDIR}/lib/linux_amd64/libslidelimit_ffi.a
+#cgo linux,arm64,!slidelimit_source LDFLAGS: ${SRCDIR}/lib/linux_arm64/libslidelimit_ffi.a
+#cgo LDFLAGS: -ldl -lpthread -lm
 // The functions of every check keep no pointer past their return and never
 // call Go: so cgo may leave what Go passes them on the stack, and skip the
 // callback bookkeeping.
@@ -30,6 +34,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/slidelimit/slidelimit/go/internal/verbatim"
 )
 
 // ffiLibHash is set by `make` (-ldflags -X) to a hash of the static library:
@@ -37,6 +43,17 @@ import (
 var ffiLibHash string
 
 var _ = ffiLibHash
+
+// errors.go spells the codes as numbers so that it builds without cgo too;
+// each index below is 0 only when the number equals the header's (any other
+// fails to compile: out of range, or a negative Code).
+var _ = [1]struct{}{}[ErrInvalidArgument-Code(C.SLIDELIMIT_RESULT_INVALID_ARGUMENT)+
+	ErrUnavailable-Code(C.SLIDELIMIT_RESULT_UNAVAILABLE)+
+	ErrScriptError-Code(C.SLIDELIMIT_RESULT_SCRIPT_ERROR)+
+	ErrWrongType-Code(C.SLIDELIMIT_RESULT_WRONG_TYPE)+
+	ErrMalformedReply-Code(C.SLIDELIMIT_RESULT_MALFORMED_REPLY)+
+	ErrPermissionDenied-Code(C.SLIDELIMIT_RESULT_PERMISSION_DENIED)+
+	ErrInternal-Code(C.SLIDELIMIT_RESULT_INTERNAL)]
 
 // msgCap is the size of the buffer that receives a failure's message.
 const msgCap = 512
@@ -102,11 +119,18 @@ func newPolicyHandle(p Policy) (*policyHandle, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Buckets 0 is the Go API's "not given" (NULL: core's default), like an
+	// empty Namespace; the driver's verbatim switch sends core a count of 0.
+	var buckets *C.uint64_t
+	if p.Buckets != 0 || verbatim.Buckets.Load() {
+		v := C.uint64_t(p.Buckets)
+		buckets = &v
+	}
 	var ptr *C.slidelimit_policy
 	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
 		return C.slidelimit_policy_new(bytesPtr(p.Namespace), C.size_t(len(p.Namespace)),
 			bytesPtr(p.Resource), C.size_t(len(p.Resource)), alg,
-			C.uint64_t(p.Limit), C.uint64_t(windowMs), &ptr, msg, msgCap, msgLen, field)
+			C.uint64_t(p.Limit), C.uint64_t(windowMs), buckets, &ptr, msg, msgCap, msgLen, field)
 	}
 	if r := run(nil, nil, nil); r != C.SLIDELIMIT_RESULT_OK {
 		return nil, failure(r, run)
@@ -115,6 +139,21 @@ func newPolicyHandle(p Policy) (*policyHandle, error) {
 	h := &policyHandle{ptr: ptr, alg: alg}
 	runtime.SetFinalizer(h, (*policyHandle).free)
 	return h, nil
+}
+
+// buckets is the policy's effective bucket count, by core: the count given
+// or core's default for a bucketed window, 0 for the other algorithms.
+func (h *policyHandle) buckets() (uint64, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == nil {
+		return 0, errClosed()
+	}
+	var n C.uint64_t
+	if r := C.slidelimit_policy_buckets(h.ptr, &n); r != C.SLIDELIMIT_RESULT_OK {
+		return 0, failure(r, nil)
+	}
+	return uint64(n), nil
 }
 
 // free releases the policy; safe to call more than once.
@@ -196,27 +235,7 @@ func (h *policyHandle) buildCallSized(tenant string, cost uint64, nowPtr *C.uint
 			return scriptCall{}, failure(r, run)
 		}
 		// The buffer is never written again, so the strings can share it.
-		call := scriptCall{
-			keys: make([]string, int(nKeys)),
-			args: make([]any, int(nParts-nKeys)),
-		}
-		offset := 0
-		part := func(i int) string {
-			n := int(lens[i])
-			if n == 0 {
-				return ""
-			}
-			s := unsafe.String(&buf[offset], n)
-			offset += n
-			return s
-		}
-		for i := range call.keys {
-			call.keys[i] = part(i)
-		}
-		for i := range call.args {
-			call.args[i] = part(len(call.keys) + i)
-		}
-		return call, nil
+		return splitCall(buf, int(nKeys), int(nParts), func(i int) int { return int(lens[i]) }), nil
 	}
 }
 
@@ -430,8 +449,9 @@ func resultName(code Code) string {
 func defaultNamespace() string    { return C.GoString(C.slidelimit_default_namespace()) }
 func defaultAlgorithm() Algorithm { return Algorithm(C.GoString(C.slidelimit_default_algorithm())) }
 
-// Version is the version of slidelimit-core this package is linked with.
-func Version() string {
+// coreVersion is the version of slidelimit-core this package is linked with
+// (the Version constant is the module's; the tests hold them equal).
+func coreVersion() string {
 	return C.GoString(C.slidelimit_version())
 }
 

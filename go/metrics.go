@@ -1,13 +1,8 @@
 package slidelimit
 
-// #include "slidelimit.h"
-import "C"
-
 import (
-	"fmt"
 	"slices"
 	"sync"
-	"unsafe"
 )
 
 // This file reads core's metric table for exporters; the package itself
@@ -54,8 +49,7 @@ var (
 func Metrics() (MetricTable, error) {
 	tableOnce.Do(func() {
 		rows := []*MetricSpec{&table.Allowed, &table.Denied, &table.Wait}
-		ids := []C.uint32_t{C.SLIDELIMIT_METRIC_ALLOWED_TOTAL, C.SLIDELIMIT_METRIC_DENIED_TOTAL,
-			C.SLIDELIMIT_METRIC_WAIT_SECONDS}
+		ids := []metricID{metricAllowedTotal, metricDeniedTotal, metricWaitSeconds}
 		for i, id := range ids {
 			if *rows[i], tableErr = readMetric(id); tableErr != nil {
 				return
@@ -78,51 +72,5 @@ func (s MetricSpec) clone() MetricSpec {
 // WaitSeconds is what a denied decision adds to ratelimit_wait_seconds: its
 // retry-after in seconds, converted by core as in every binding.
 func (d Decision) WaitSeconds() float64 {
-	return float64(C.slidelimit_metric_wait_seconds(C.uint64_t(d.RetryAfterMs)))
-}
-
-func readMetric(id C.uint32_t) (MetricSpec, error) {
-	fail := func(what string, r C.slidelimit_result) error {
-		return &Error{Code: ErrInternal, Message: fmt.Sprintf("reading core's metric table: metric %d: %s: %s",
-			id, what, resultName(Code(r)))}
-	}
-	var s MetricSpec
-	var p *C.uint8_t
-	var n C.size_t
-	if r := C.slidelimit_metric_name(id, &p, &n); r != C.SLIDELIMIT_RESULT_OK {
-		return s, fail("name", r)
-	}
-	s.Name = staticString(p, n)
-	if r := C.slidelimit_metric_help(id, &p, &n); r != C.SLIDELIMIT_RESULT_OK {
-		return s, fail("help", r)
-	}
-	s.Help = staticString(p, n)
-	for _, withTenant := range []bool{false, true} {
-		var count C.size_t
-		if r := C.slidelimit_metric_label_count(id, C.bool(withTenant), &count); r != C.SLIDELIMIT_RESULT_OK {
-			return s, fail("label count", r)
-		}
-		labels := make([]string, int(count))
-		for i := range labels {
-			r := C.slidelimit_metric_label(id, C.bool(withTenant), C.size_t(i), &p, &n, nil, 0, nil, nil)
-			if r != C.SLIDELIMIT_RESULT_OK {
-				return s, fail("label", r)
-			}
-			labels[i] = staticString(p, n)
-		}
-		if withTenant {
-			s.LabelsWithTenant = labels
-		} else {
-			s.Labels = labels
-		}
-	}
-	var b *C.double
-	if r := C.slidelimit_metric_buckets(id, &b, &n); r != C.SLIDELIMIT_RESULT_OK {
-		return s, fail("buckets", r)
-	}
-	if n > 0 {
-		s.Buckets = make([]float64, int(n))
-		copy(s.Buckets, unsafe.Slice((*float64)(unsafe.Pointer(b)), int(n)))
-	}
-	return s, nil
+	return metricWaitSecondsOf(d.RetryAfterMs)
 }

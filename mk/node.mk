@@ -18,7 +18,8 @@ NODE_TEST_FILES := test/limiter.test.js test/cluster.test.js test/faults.test.js
 NODE_DROP_BULLMQ_KEYS := redis-cli -u "$$SLIDELIMIT_TEST_REDIS_URL" --scan --pattern "bull:*" \
   | xargs -r redis-cli -u "$$SLIDELIMIT_TEST_REDIS_URL" del >/dev/null
 
-.PHONY: node-build node-addon node-wasm node-wasm-bindgen node-deps node-typecheck test-node bench-node driver-node
+.PHONY: node-build node-addon node-wasm node-wasm-bindgen node-deps node-typecheck test-node bench-node driver-node \
+  node-addon-cross dist-npm test-install-npm
 
 node-addon:
 	$(CARGO) build --release -p slidelimit-node
@@ -40,6 +41,30 @@ node-wasm: node-wasm-bindgen
 	  $(NODE_TARGET_DIR)/wasm32-unknown-unknown/release/slidelimit_wasm.wasm
 
 node-build: node-addon node-wasm
+
+# npm packages, napi-rs style (node/npm/*/package.json, node/scripts/pack-npm.js):
+# slidelimit, @slidelimit/linux-x64-gnu, @slidelimit/linux-arm64-gnu, @slidelimit/wasm.
+# Cross builds: only node-addon-cross (the linux-arm64-gnu addon, with Debian's
+# aarch64 gcc as linker; scripts/deps-cross.sh installs it) and dist-npm, which
+# needs it. make test never cross-builds: test-install-npm packs the host's only.
+NODE_CROSS_TRIPLES := aarch64-unknown-linux-gnu
+
+node-addon-cross:
+	scripts/deps-cross.sh
+	for triple in $(NODE_CROSS_TRIPLES); do \
+	  CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc \
+	    $(CARGO) build --release -p slidelimit-node --target $$triple; \
+	  node node/scripts/install-addon.js $(NODE_TARGET_DIR) $$triple; \
+	done
+
+dist-npm: node-build node-addon-cross
+	rm -rf dist/npm
+	node node/scripts/pack-npm.js dist/npm --platforms=all
+
+# Installs the packed main, host-platform and wasm packages into a fresh
+# project outside the repo, without cargo/rustc on PATH (node/scripts/test-install.sh).
+test-install-npm: deps node-build node-deps
+	scripts/with-redis.sh node/scripts/test-install.sh
 
 driver-node: node-build node-deps
 

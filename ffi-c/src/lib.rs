@@ -49,3 +49,8 @@ pub mod memory;
 pub mod metrics;
 
 pub mod defaults;
+
+// Buffers for a wasm host (go/ without cgo); absent from native builds and
+// from the header.
+#[cfg(target_arch = "wasm32")]
+pub mod wasm;

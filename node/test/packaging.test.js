@@ -1,7 +1,10 @@
 'use strict';
-// Installs the package the way a user does (npm pack, then npm install of the
-// tarball in a fresh project) and loads it: native addon first, the wasm
-// build when forced, when the addon is missing and when it is broken.
+// Installs the packages the way a user does (node/scripts/pack-npm.js packs
+// them as `make dist-npm` does; npm install of the tarballs in a fresh
+// project) and loads them: the host's platform package first, the
+// @slidelimit/wasm package when forced, when the platform package is missing,
+// broken or of another version. (make test-install-npm does the same outside
+// the repo without cargo on PATH, against Redis.)
 
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -9,14 +12,20 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
-const { addonFile } = require('../lib/platform');
+const { addonFile, platformTag } = require('../lib/platform');
 
 const pkgDir = path.join(__dirname, '..');
+const { version } = require('../package.json');
+const host = platformTag();
 let project;
+let platformDir;
 
 function npm(args, cwd) {
   return execFileSync('npm', [...args, '--no-audit', '--no-fund', '--loglevel=error'], { cwd, encoding: 'utf8' });
 }
+
+const tarContents = (tgz) => execFileSync('tar', ['-tzf', tgz], { encoding: 'utf8' }).split('\n').filter(Boolean);
+const tarJson = (tgz, file) => JSON.parse(execFileSync('tar', ['-xOzf', tgz, `package/${file}`], { encoding: 'utf8' }));
 
 // What a user's script sees, as JSON.
 const probe = `
@@ -35,22 +44,27 @@ function run(env = {}) {
   const out = execFileSync(process.execPath, ['-e', probe], {
     cwd: project,
     encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'pipe'], // stderr kept on the error, not printed
     env: { ...process.env, SLIDELIMIT_IMPL: '', ...env },
   });
   return JSON.parse(out);
 }
 
+const tgz = {};
+
 test.before(() => {
   project = fs.mkdtempSync(path.join(os.tmpdir(), 'slidelimit-pack-'));
-  const [tarball] = JSON.parse(npm(['pack', '--json', '--pack-destination', project], pkgDir));
-  const files = tarball.files.map((f) => f.path);
-  assert.ok(files.includes(`dist/${addonFile()}`), 'the addon is packed');
-  assert.ok(files.includes('dist/wasm/slidelimit_wasm_bg.wasm'), 'the wasm build is packed');
-  assert.ok(!files.some((f) => f.startsWith('native/') || f.startsWith('test/')), 'no sources or tests packed');
+  const out = path.join(project, 'tgz');
+  execFileSync(process.execPath, [path.join(pkgDir, 'scripts', 'pack-npm.js'), out, '--platforms=host'], { encoding: 'utf8' });
+  tgz.main = path.join(out, `slidelimit-${version}.tgz`);
+  tgz.platform = path.join(out, `slidelimit-${host}-${version}.tgz`);
+  tgz.wasm = path.join(out, `slidelimit-wasm-${version}.tgz`);
   fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'user-app', private: true }));
   // ioredis, bullmq and prom-client are optional peers the app brings; the
-  // probe needs none of them, so the install needs nothing but the tarball.
-  npm(['install', path.join(project, tarball.filename)], project);
+  // probe needs none of them. --offline: the other platforms' optional
+  // packages are not published, and npm skips them without asking.
+  npm(['install', '--offline', tgz.main, tgz.platform, tgz.wasm], project);
+  platformDir = path.join(project, 'node_modules', '@slidelimit', host);
 });
 
 test.after(() => fs.rmSync(project, { recursive: true, force: true }));
@@ -61,11 +75,36 @@ const expected = {
   bullmq: true,
 };
 
-test('the installed package loads the native addon', () => {
+test('the tarballs hold what each package needs and nothing more', () => {
+  const main = tarContents(tgz.main);
+  assert.ok(main.includes('package/index.js') && main.includes('package/lib/binding.js'), main.join(' '));
+  assert.ok(!main.some((f) => /^package\/(dist|native|test|npm|scripts)\//.test(f)), `no binaries, sources or tests: ${main.join(' ')}`);
+  const pkg = tarJson(tgz.main, 'package.json');
+  assert.deepEqual(pkg.dependencies, { '@slidelimit/wasm': version });
+  assert.deepEqual(pkg.optionalDependencies, { '@slidelimit/linux-arm64-gnu': version, '@slidelimit/linux-x64-gnu': version });
+  assert.equal(pkg.devDependencies, undefined);
+
+  assert.deepEqual(tarContents(tgz.platform).sort(), ['package/package.json', `package/${addonFile()}`].sort());
+  const plat = tarJson(tgz.platform, 'package.json');
+  assert.equal(plat.name, `@slidelimit/${host}`);
+  assert.equal(plat.main, addonFile());
+  assert.deepEqual([plat.os, plat.cpu], [[process.platform], [process.arch]]);
+  if (host.endsWith('-gnu')) assert.deepEqual(plat.libc, ['glibc']);
+
+  assert.deepEqual(tarContents(tgz.wasm).sort(), [
+    'package/package.json',
+    'package/slidelimit_wasm.d.ts',
+    'package/slidelimit_wasm.js',
+    'package/slidelimit_wasm_bg.wasm',
+  ]);
+});
+
+test('the installed package loads the native addon from its platform package', () => {
+  assert.ok(!fs.existsSync(path.join(project, 'node_modules', 'slidelimit', 'dist')));
   assert.deepEqual(run(), { implementation: 'native', nativeLoadError: null, ...expected });
 });
 
-test('SLIDELIMIT_IMPL=wasm loads the wasm build', () => {
+test('SLIDELIMIT_IMPL=wasm loads the wasm package', () => {
   assert.deepEqual(run({ SLIDELIMIT_IMPL: 'wasm' }), { implementation: 'wasm', nativeLoadError: null, ...expected });
 });
 
@@ -94,7 +133,7 @@ function elfSections(buf) {
 }
 
 test('the shipped addon is stripped (no debug info, no local symbol table)', () => {
-  const addon = fs.readFileSync(path.join(project, 'node_modules', 'slidelimit', 'dist', addonFile()));
+  const addon = fs.readFileSync(path.join(platformDir, addonFile()));
   if (addon.toString('latin1', 1, 4) === 'ELF') {
     const sections = elfSections(addon);
     assert.ok(sections.includes('.dynsym'), `an ELF with sections ${sections.join(' ')}`);
@@ -105,19 +144,51 @@ test('the shipped addon is stripped (no debug info, no local symbol table)', () 
   }
 });
 
-test('a broken addon falls back to wasm', () => {
-  const addon = path.join(project, 'node_modules', 'slidelimit', 'dist', addonFile());
-  fs.writeFileSync(addon, 'not a shared object');
-  const seen = run();
-  assert.equal(seen.implementation, 'wasm');
-  assert.ok(seen.nativeLoadError, 'the native error is kept');
-  assert.deepEqual({ ...seen, implementation: undefined, nativeLoadError: undefined }, { ...expected, implementation: undefined, nativeLoadError: undefined });
+const withoutImpl = (seen) => ({ ...seen, implementation: undefined, nativeLoadError: undefined });
+
+test('a platform package of another version falls back to wasm', () => {
+  const file = path.join(platformDir, 'package.json');
+  const original = fs.readFileSync(file, 'utf8');
+  fs.writeFileSync(file, JSON.stringify({ ...JSON.parse(original), version: '0.0.1' }));
+  try {
+    const seen = run();
+    assert.equal(seen.implementation, 'wasm');
+    assert.match(seen.nativeLoadError, new RegExp(`@slidelimit/${host} is version 0\\.0\\.1, slidelimit is ${version}`));
+    assert.deepEqual(withoutImpl(seen), withoutImpl(expected));
+  } finally {
+    fs.writeFileSync(file, original);
+  }
 });
 
-test('a missing addon falls back to wasm', () => {
-  fs.rmSync(path.join(project, 'node_modules', 'slidelimit', 'dist', addonFile()));
+test('a broken addon falls back to wasm', () => {
+  fs.writeFileSync(path.join(platformDir, addonFile()), 'not a shared object');
   const seen = run();
   assert.equal(seen.implementation, 'wasm');
-  assert.match(seen.nativeLoadError, /Cannot find module/);
-  assert.throws(() => run({ SLIDELIMIT_IMPL: 'native' }), /Cannot find module/);
+  assert.match(seen.nativeLoadError, new RegExp(`@slidelimit/${host}: `));
+  assert.doesNotMatch(seen.nativeLoadError, /not installed/);
+  assert.deepEqual(withoutImpl(seen), withoutImpl(expected));
+});
+
+test('a missing platform package falls back to wasm; forcing native names what it tried', () => {
+  fs.rmSync(platformDir, { recursive: true });
+  const seen = run();
+  assert.equal(seen.implementation, 'wasm');
+  assert.match(seen.nativeLoadError, new RegExp(`@slidelimit/${host}: not installed`));
+  // An installed package has no dist/ to try: only the platform package is named.
+  assert.doesNotMatch(seen.nativeLoadError, /dist/);
+  assert.deepEqual(withoutImpl(seen), withoutImpl(expected));
+  assert.throws(() => run({ SLIDELIMIT_IMPL: 'native' }), new RegExp(`no native build of slidelimit loaded; tried:\\n  @slidelimit/${host}: not installed`));
+});
+
+test('with neither package, the error names every candidate', () => {
+  fs.rmSync(path.join(project, 'node_modules', '@slidelimit', 'wasm'), { recursive: true });
+  assert.throws(
+    () => run(),
+    (e) => {
+      assert.match(String(e.stderr), new RegExp(`slidelimit could not load for ${host}`));
+      assert.match(String(e.stderr), new RegExp(`@slidelimit/${host}: not installed`));
+      assert.match(String(e.stderr), /@slidelimit\/wasm: not installed/);
+      return true;
+    },
+  );
 });

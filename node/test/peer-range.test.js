@@ -12,6 +12,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync } = require('node:child_process');
 const { url, unique } = require('./helpers');
+const { platformTag } = require('../lib/platform');
 
 const pkgDir = path.join(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(pkgDir, 'package.json'), 'utf8'));
@@ -102,10 +103,12 @@ const [url, name] = process.argv.slice(2);
 test('the low end of every peer range works', { timeout: 300_000 }, () => {
   const project = fs.mkdtempSync(path.join(os.tmpdir(), 'slidelimit-peers-'));
   try {
-    const [tarball] = JSON.parse(npm(['pack', '--json', '--pack-destination', project], pkgDir));
+    // The packages as make dist-npm packs them: main, host platform, wasm.
+    execFileSync(process.execPath, [path.join(pkgDir, 'scripts', 'pack-npm.js'), project, '--platforms=host'], { encoding: 'utf8' });
+    const tarballs = [`slidelimit-${pkg.version}.tgz`, `slidelimit-${platformTag()}-${pkg.version}.tgz`, `slidelimit-wasm-${pkg.version}.tgz`];
     fs.writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'low-peers', private: true }));
     const lows = PEERS.map((name) => `${name}@${bounds(name).low}`);
-    npm(['install', path.join(project, tarball.filename), ...lows], project);
+    npm(['install', ...tarballs.map((t) => path.join(project, t)), ...lows], project);
     fs.writeFileSync(path.join(project, 'smoke.js'), smoke);
     const out = execFileSync(process.execPath, ['smoke.js', url, unique('peers')], {
       cwd: project,

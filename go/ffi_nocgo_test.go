@@ -1,0 +1,104 @@
+//go:build !cgo
+
+package slidelimit
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strconv"
+	"sync"
+	"testing"
+)
+
+// ffi_nocgo.go spells some of the header's values as Go constants (the cgo
+// path reads them from the header): they must be the header's.
+func TestWasmConstantsMatchTheHeader(t *testing.T) {
+	header, err := os.ReadFile("../ffi-c/include/slidelimit.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := func(name string) int {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^\s*(?:#define\s+)?` + name + `\s*=?\s*(\d+)`).FindSubmatch(header)
+		if m == nil {
+			t.Fatalf("%s is not in the header", name)
+		}
+		n, err := strconv.Atoi(string(m[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for name, got := range map[string]int{
+		"SLIDELIMIT_RESULT_OK":                           resultOK,
+		"SLIDELIMIT_RESULT_BUFFER_TOO_SMALL":             resultBufferTooSmall,
+		"SLIDELIMIT_RESULT_INVALID_ARGUMENT":             int(ErrInvalidArgument),
+		"SLIDELIMIT_RESULT_UNAVAILABLE":                  int(ErrUnavailable),
+		"SLIDELIMIT_RESULT_SCRIPT_ERROR":                 int(ErrScriptError),
+		"SLIDELIMIT_RESULT_WRONG_TYPE":                   int(ErrWrongType),
+		"SLIDELIMIT_RESULT_MALFORMED_REPLY":              int(ErrMalformedReply),
+		"SLIDELIMIT_RESULT_PERMISSION_DENIED":            int(ErrPermissionDenied),
+		"SLIDELIMIT_RESULT_INTERNAL":                     int(ErrInternal),
+		"SLIDELIMIT_KEY_MAX":                             keyMax,
+		"SLIDELIMIT_CALL_BUF_MAX":                        callBufMax,
+		"SLIDELIMIT_CALL_PARTS_MAX":                      callPartsMax,
+		"SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA":          serverErrorMsgExtra,
+		"SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL": serverErrorRetry,
+		"SLIDELIMIT_MODE_ACQUIRE":                        int(modeAcquire),
+		"SLIDELIMIT_MODE_PEEK":                           int(modePeek),
+		"SLIDELIMIT_METRIC_ALLOWED_TOTAL":                int(metricAllowedTotal),
+		"SLIDELIMIT_METRIC_DENIED_TOTAL":                 int(metricDeniedTotal),
+		"SLIDELIMIT_METRIC_WAIT_SECONDS":                 int(metricWaitSeconds),
+	} {
+		if want := value(name); got != want {
+			t.Errorf("%s: Go says %d, the header %d", name, got, want)
+		}
+	}
+}
+
+// Calls from many goroutines spread over the pool: it never grows past its
+// cap, a policy answers in every instance, and one memory engine (in one
+// instance) counts every acquire exactly once.
+func TestWasmPoolUnderConcurrency(t *testing.T) {
+	l, err := NewMemory(Policy{Namespace: "rl", Resource: "pool", Algorithm: SlidingLog, Limit: 1000, WindowMs: 60_000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	const workers, each = 16, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < each; i++ {
+				if _, err := l.handle.buildCall("t", 1, nil, modeAcquire); err != nil {
+					errs <- err
+					return
+				}
+				if _, err := l.AcquireAt(context.Background(), "t", 1, 1_000); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	d, err := l.PeekAt(context.Background(), "t", 1, 1_000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A peek answers as the acquire it stands for: what remains after it.
+	if want := uint64(1000 - workers*each - 1); d.Remaining != want {
+		t.Errorf("remaining %d after %d acquires, want %d", d.Remaining, workers*each, want)
+	}
+	if n := len(*pool.all.Load()); n < 1 || n > pool.max || pool.max > maxInstances {
+		t.Errorf("%d instances, cap %d (at most %d)", n, pool.max, maxInstances)
+	}
+}
