@@ -243,7 +243,22 @@ def run_algorithm(target, algorithm, namespace):
         if target["cluster"]:
             replica("READONLY")
         rvalue = value_of(replica, key, algorithm)
-        check(rvalue == before, f"{algorithm}: the replica (:{replica_port}) holds {rvalue}, the master {before}")
+        # WAIT said the replica acknowledged the writes; should it be
+        # resyncing after all (seen once in a full compat run, not since),
+        # give it up to 5 s to hold them, and say so.
+        deadline = time.monotonic() + 5
+        while rvalue != before and time.monotonic() < deadline:
+            time.sleep(0.1)
+            rvalue = value_of(replica, key, algorithm)
+            if rvalue == before:
+                print(f"server-time: note: {algorithm}: the replica held the writes only after a wait", file=sys.stderr)
+        if not check(rvalue == before, f"{algorithm}: the replica (:{replica_port}) holds {rvalue}, the master {before}"):
+            # What each side says of the link, for whoever reads the failure.
+            for name, r in (("master", master), ("replica", replica)):
+                info = r.info("replication")
+                print(f"server-time: {name} after WAIT {acked}: dbsize {r('DBSIZE')}, " + ", ".join(
+                    f"{k}={v}" for k, v in sorted(info.items()) if not k.startswith("slave0") or name == "master"),
+                    file=sys.stderr)
         rpttl = replica("PTTL", key)
         check(rpttl > 0, f"{algorithm}: PTTL {rpttl} of {key} on the replica")
         replica_note = f"replica :{replica_port} identical, PTTL {rpttl} ms"

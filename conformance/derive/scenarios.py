@@ -272,7 +272,8 @@ LOG = [
         hits=["log-lagging-caller", "log-denied-k>1"], clock_regression=True),
     log("log/skew-server-clock-steps-back", "The clock steps back (an NTP step, a failover to a replica behind): after a burst "
         "at 50,000-50,900 a check at 51,800 is denied and drops nothing, though three entries are expired for its clock; "
-        "the clock steps back to 50,950 and the checks there are evaluated at the newest admission, 50,900: still full.",
+        "the clock steps back to 50,950, still after the newest admission (50,900), so the checks there are evaluated at 50,950, "
+        "where all four entries still count: still full.",
         4, 1000, [S(50_000), S(50_300), S(50_600), S(50_900), S(51_800, 4), S(50_950), S(50_960, 2), S(51_300), S(51_600),
                   S(51_901), S(51_902, 2)],
         hits=["log-leading-denied", "log-denied-k=1", "log-denied-k>1"], clock_regression=True),
