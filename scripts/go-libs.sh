@@ -25,17 +25,12 @@ platforms=(
 )
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 
-files() { # what git would commit under the arguments (the work tree, untracked files too)
-  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git ls-files -co --exclude-standard -- "$@" | while read -r f; do [[ -f "$f" ]] && echo "$f"; done
-  else
-    find "$@" -type f
-  fi | LC_ALL=C sort -u
-}
+# shellcheck source=scripts/input-files.sh
+source scripts/input-files.sh
 
 inputs() {
   echo "# Inputs of go/lib (scripts/go-libs.sh); regenerate with: make go-libs"
-  files core ffi-c lua Cargo.lock scripts/go-libs.sh | xargs -d '\n' sha256sum --
+  files core ffi-c lua Cargo.lock scripts/input-files.sh scripts/go-libs.sh | xargs -d '\n' sha256sum --
   echo "## Cargo.toml"
   # Comments and blank lines do not change the build.
   awk '/^\[/ { keep = ($0 ~ /^\[(workspace\.package|workspace\.dependencies|profile\..*)\]$/) } keep && NF && !/^#/' Cargo.toml

@@ -22,17 +22,12 @@ want=go/internal/wasm/inputs.txt
 target_dir="${CARGO_TARGET_DIR:-$PWD/target}"
 triple=wasm32-unknown-unknown
 
-files() { # what git would commit under the arguments (the work tree, untracked files too)
-  if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    git ls-files -co --exclude-standard -- "$@" | while read -r f; do [[ -f "$f" ]] && echo "$f"; done
-  else
-    find "$@" -type f
-  fi | LC_ALL=C sort -u
-}
+# shellcheck source=scripts/input-files.sh
+source scripts/input-files.sh
 
 inputs() {
   echo "# Inputs of $out (scripts/go-wasm.sh); regenerate with: make go-wasm"
-  files core ffi-c Cargo.lock scripts/go-wasm.sh | xargs -d '\n' sha256sum --
+  files core ffi-c lua Cargo.lock scripts/input-files.sh scripts/go-wasm.sh | xargs -d '\n' sha256sum --
   echo "## Cargo.toml"
   # Comments and blank lines do not change the build.
   awk '/^\[/ { keep = ($0 ~ /^\[(workspace\.package|workspace\.dependencies|profile\..*)\]$/) } keep && NF && !/^#/' Cargo.toml
