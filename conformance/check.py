@@ -60,6 +60,9 @@ def _expect_pairs(where, expect, fields):
         if not isinstance(expect["error"], str):
             raise VectorFileError(f"{where}: expect.error must be a string")
         return [("error", expect["error"])]
+    # A denial by a policy of several limits also names the limit (last).
+    if fields == DECISION_FIELDS and set(expect) == set(fields) | {"denied_by"}:
+        fields = DECISION_FIELDS + ("denied_by",)
     if set(expect) != set(fields):
         raise VectorFileError(
             f"{where}: expect must be {{\"error\": code}} or have exactly {', '.join(fields)}"
@@ -334,7 +337,11 @@ class _Session:
                 continue
             # The driver's bytes go into the log as they are: a binding that
             # formats a decision otherwise shows as a DIFF or FAIL.
-            if raw != canonical(pairs) or [k for k, _ in pairs] != list(DECISION_FIELDS):
+            keys = [k for k, _ in pairs]
+            if raw != canonical(pairs) or keys not in (
+                list(DECISION_FIELDS),
+                list(DECISION_FIELDS) + ["denied_by"],
+            ):
                 self.noncanonical.setdefault(name, []).append(
                     f"step {n}: the driver's decision is not in the canonical form "
                     f"of docs/driver.md: {raw}"

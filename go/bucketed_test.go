@@ -3,6 +3,7 @@ package slidelimit_test
 import (
 	"errors"
 	"math/rand"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -212,7 +213,7 @@ func TestBucketedWindowZeroBucketsIsTheDefault(t *testing.T) {
 			}
 			// The reported policy makes the same policy again.
 			again := newMemoryLimiter(t, got)
-			if k, err := again.Key("t"); err != nil || k != c.key || again.Policy() != got {
+			if k, err := again.Key("t"); err != nil || k != c.key || !reflect.DeepEqual(again.Policy(), got) {
 				t.Fatalf("%+v: again %q, %v, %+v", got, k, err, again.Policy())
 			}
 		}

@@ -6,12 +6,20 @@ import (
 	"testing"
 )
 
+// newTestHandle is the policy handle of p, as a Limiter makes it.
+func newTestHandle(p Policy) (*policyHandle, error) {
+	specs, err := p.specs()
+	if err != nil {
+		return nil, err
+	}
+	return newPolicyHandle(p.Namespace, p.Resource, specs)
+}
+
 // Core builds a call into one Go buffer; when the first guess is too small
 // (here: far too small, one byte short, exact, roomy), core says how much it
 // needs and the second try is exact.
 func TestBuildCallRetriesWithTheSizeCoreNeeds(t *testing.T) {
-	p := Policy{Namespace: "rl", Resource: "geocode", Algorithm: SlidingCounter, Limit: 600, WindowMs: 60_000}
-	h, err := newPolicyHandle(p)
+	h, err := newTestHandle(Policy{Namespace: "rl", Resource: "geocode", Algorithm: SlidingCounter, Limit: 600, WindowMs: 60_000})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +57,7 @@ func TestBuildCallRetriesWithTheSizeCoreNeeds(t *testing.T) {
 // Error replies map by core's table, with core's codes, fields and messages:
 // Go adds nothing.
 func TestServerErrorsMapByCoresTable(t *testing.T) {
-	h, err := newPolicyHandle(Policy{Namespace: "rl", Resource: "geocode", Algorithm: SlidingLog, Limit: 3, WindowMs: 1000})
+	h, err := newTestHandle(Policy{Namespace: "rl", Resource: "geocode", Algorithm: SlidingLog, Limit: 3, WindowMs: 1000})
 	if err != nil {
 		t.Fatal(err)
 	}

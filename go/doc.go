@@ -26,6 +26,12 @@
 // The examples (ExampleNew, ExampleNewMemory, ExampleCodeOf, ...) are the
 // snippets of docs/go.md, compiled and run by go test.
 //
+// A Policy may hold several limits (Policy.Limits: 20 per second and 600 per
+// minute), checked and recorded together; Decision.DeniedBy names the limit
+// that denied. A Limiter on Redis keeps a local deny cache (WithDenyCache,
+// WithoutDenyCache): while a tenant's last denial holds, Acquire answers it
+// without a Redis call.
+//
 // Redis errors are never decisions: an unreachable or slow Redis is
 // ErrUnavailable, never "denied" and never "allowed".
 //

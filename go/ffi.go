@@ -25,17 +25,20 @@ package slidelimit
 #cgo nocallback slidelimit_memory_acquire
 #cgo noescape slidelimit_memory_peek
 #cgo nocallback slidelimit_memory_peek
+#cgo noescape slidelimit_deny_cache_check
+#cgo nocallback slidelimit_deny_cache_check
+#cgo noescape slidelimit_deny_cache_record
+#cgo nocallback slidelimit_deny_cache_record
 #include "slidelimit.h"
 */
 import "C"
 
 import (
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
-
-	"github.com/slidelimit/slidelimit/go/internal/verbatim"
 )
 
 // ffiLibHash is set by `make` (-ldflags -X) to a hash of the static library:
@@ -105,55 +108,79 @@ func fieldName(f C.slidelimit_field) string {
 // policyHandle owns one slidelimit_policy. Calls hold the read lock, so Close
 // cannot free the policy under a running call.
 type policyHandle struct {
-	mu  sync.RWMutex
-	ptr *C.slidelimit_policy
-	alg C.uint32_t // the policy's slidelimit_algorithm value
+	mu    sync.RWMutex
+	ptr   *C.slidelimit_policy
+	alg   C.uint32_t // the first limit's slidelimit_algorithm value
+	count int        // how many limits
 }
 
-func newPolicyHandle(p Policy) (*policyHandle, error) {
-	alg, err := parseAlgorithm(string(p.Algorithm))
-	if err != nil {
-		return nil, err
-	}
-	windowMs, err := p.windowMs()
-	if err != nil {
-		return nil, err
-	}
-	// Buckets 0 is the Go API's "not given" (NULL: core's default), like an
-	// empty Namespace; the driver's verbatim switch sends core a count of 0.
-	var buckets *C.uint64_t
-	if p.Buckets != 0 || verbatim.Buckets.Load() {
-		v := C.uint64_t(p.Buckets)
-		buckets = &v
+func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHandle, error) {
+	n := len(specs)
+	algs := make([]C.uint32_t, max(n, 1))
+	limits := make([]C.uint64_t, max(n, 1))
+	windows := make([]C.uint64_t, max(n, 1))
+	buckets := make([]C.uint64_t, max(n, 1))
+	given := make([]C.bool, max(n, 1))
+	for i, s := range specs {
+		alg, err := parseAlgorithm(string(s.algorithm))
+		if err != nil {
+			return nil, err
+		}
+		algs[i], limits[i], windows[i] = alg, C.uint64_t(s.limit), C.uint64_t(s.windowMs)
+		buckets[i], given[i] = C.uint64_t(s.buckets), C.bool(s.bucketsGiven)
 	}
 	var ptr *C.slidelimit_policy
 	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
-		return C.slidelimit_policy_new(bytesPtr(p.Namespace), C.size_t(len(p.Namespace)),
-			bytesPtr(p.Resource), C.size_t(len(p.Resource)), alg,
-			C.uint64_t(p.Limit), C.uint64_t(windowMs), buckets, &ptr, msg, msgCap, msgLen, field)
+		return C.slidelimit_policy_new_limits(bytesPtr(namespace), C.size_t(len(namespace)),
+			bytesPtr(resource), C.size_t(len(resource)), &algs[0], &limits[0], &windows[0], &buckets[0],
+			&given[0], C.size_t(n), &ptr, msg, msgCap, msgLen, field)
 	}
 	if r := run(nil, nil, nil); r != C.SLIDELIMIT_RESULT_OK {
 		return nil, failure(r, run)
 	}
 	liveHandles.Add(1)
-	h := &policyHandle{ptr: ptr, alg: alg}
+	h := &policyHandle{ptr: ptr, alg: algs[0], count: n}
 	runtime.SetFinalizer(h, (*policyHandle).free)
 	return h, nil
 }
 
-// buckets is the policy's effective bucket count, by core: the count given
-// or core's default for a bucketed window, 0 for the other algorithms.
-func (h *policyHandle) buckets() (uint64, error) {
+// buckets are the effective bucket counts of the policy's limits, by core:
+// the count given or core's default for a bucketed window, 0 for the other
+// algorithms.
+func (h *policyHandle) buckets() ([]uint64, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.ptr == nil {
-		return 0, errClosed()
+		return nil, errClosed()
 	}
-	var n C.uint64_t
-	if r := C.slidelimit_policy_buckets(h.ptr, &n); r != C.SLIDELIMIT_RESULT_OK {
-		return 0, failure(r, nil)
+	out := make([]uint64, h.count)
+	for i := range out {
+		var alg C.uint32_t
+		var limit, window, n C.uint64_t
+		if r := C.slidelimit_policy_limit(h.ptr, C.size_t(i), &alg, &limit, &window, &n); r != C.SLIDELIMIT_RESULT_OK {
+			return nil, failure(r, nil)
+		}
+		out[i] = uint64(n)
 	}
-	return uint64(n), nil
+	runtime.KeepAlive(h)
+	return out, nil
+}
+
+// script is the Lua script the policy's calls run in mode, by core.
+func (h *policyHandle) script(mode callMode) (script, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == nil {
+		return script{}, errClosed()
+	}
+	var text, sha1 *C.uint8_t
+	var textLen, sha1Len C.size_t
+	r := C.slidelimit_policy_script(h.ptr, mode, &text, &textLen, &sha1, &sha1Len)
+	runtime.KeepAlive(h)
+	if r != C.SLIDELIMIT_RESULT_OK {
+		return script{}, failure(r, nil)
+	}
+	return script{text: staticString(text, textLen), sha1: staticString(sha1, sha1Len)}, nil
 }
 
 // free releases the policy; safe to call more than once.
@@ -209,7 +236,7 @@ func (h *policyHandle) buildCall(tenant string, cost uint64, now *uint64, mode c
 	// A first guess that fits every ordinary call; when it does not, core
 	// answers BUFFER_TOO_SMALL with the size it needs, and the second try
 	// has it.
-	return h.buildCallSized(tenant, cost, nowPtr, mode, min(3*len(tenant)+256, C.SLIDELIMIT_CALL_BUF_MAX))
+	return h.buildCallSized(tenant, cost, nowPtr, mode, min(h.count*(3*len(tenant)+256), C.SLIDELIMIT_CALL_BUF_MAX))
 }
 
 // buildCallSized is buildCall with the first buffer of size bytes (the
@@ -239,18 +266,40 @@ func (h *policyHandle) buildCallSized(tenant string, cost uint64, nowPtr *C.uint
 	}
 }
 
-// key is the Redis key of tenant under the policy.
+// key is the Redis key of tenant under the policy (its first limit's).
 func (h *policyHandle) key(tenant string) (string, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.ptr == nil {
 		return "", errClosed()
 	}
+	return h.limitKey(0, tenant)
+}
+
+// keys are the Redis keys of tenant, one per limit.
+func (h *policyHandle) keys(tenant string) ([]string, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == nil {
+		return nil, errClosed()
+	}
+	keys := make([]string, h.count)
+	for i := range keys {
+		var err error
+		if keys[i], err = h.limitKey(i, tenant); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// limitKey is limit i's key (the caller holds the read lock).
+func (h *policyHandle) limitKey(i int, tenant string) (string, error) {
 	buf := make([]byte, C.SLIDELIMIT_KEY_MAX)
 	var n C.size_t
 	var slot C.uint16_t
 	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
-		return C.slidelimit_policy_key(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)),
+		return C.slidelimit_policy_limit_key(h.ptr, C.size_t(i), bytesPtr(tenant), C.size_t(len(tenant)),
 			(*C.uint8_t)(unsafe.Pointer(&buf[0])), C.size_t(len(buf)), &n, &slot, msg, msgCap, msgLen, field)
 	}
 	r := run(nil, nil, nil)
@@ -274,19 +323,6 @@ func KeySlot(key string) (uint16, error) {
 // script is one Lua script and its SHA1, copied once from core's static memory.
 type script struct {
 	text, sha1 string
-}
-
-func loadScript(alg C.uint32_t, mode callMode) (script, error) {
-	var p *C.uint8_t
-	var n C.size_t
-	if r := C.slidelimit_script_text(alg, mode, &p, &n); r != C.SLIDELIMIT_RESULT_OK {
-		return script{}, failure(r, nil)
-	}
-	text := staticString(p, n)
-	if r := C.slidelimit_script_sha1(alg, mode, &p, &n); r != C.SLIDELIMIT_RESULT_OK {
-		return script{}, failure(r, nil)
-	}
-	return script{text: text, sha1: staticString(p, n)}, nil
 }
 
 // parseReply hands the script's integers to core.
@@ -313,6 +349,87 @@ func decisionFromC(d *C.slidelimit_decision) Decision {
 		RetryAfterMs: uint64(d.retry_after_ms),
 		ResetAfterMs: uint64(d.reset_after_ms),
 		NowMs:        uint64(d.now_ms),
+		deniedBy:     int(max(d.denied_by, -1)) + 1,
+	}
+}
+
+// denyCacheHandle owns one slidelimit_deny_cache (internally locked by core's
+// C ABI). Calls hold the read lock, so Close cannot free it under a call.
+type denyCacheHandle struct {
+	mu  sync.RWMutex
+	ptr *C.slidelimit_deny_cache
+}
+
+// newDenyCacheHandle makes a cache of capacity tenants (0: core's default).
+func newDenyCacheHandle(capacity uint64) (*denyCacheHandle, error) {
+	if capacity > math.MaxUint {
+		capacity = math.MaxUint // above core's maximum either way
+	}
+	var ptr *C.slidelimit_deny_cache
+	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
+		return C.slidelimit_deny_cache_new(C.size_t(capacity), &ptr, msg, msgCap, msgLen, field)
+	}
+	if r := run(nil, nil, nil); r != C.SLIDELIMIT_RESULT_OK {
+		return nil, failure(r, run)
+	}
+	liveHandles.Add(1)
+	h := &denyCacheHandle{ptr: ptr}
+	runtime.SetFinalizer(h, (*denyCacheHandle).free)
+	return h, nil
+}
+
+// free releases the cache; safe to call more than once.
+func (h *denyCacheHandle) free() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ptr != nil {
+		C.slidelimit_deny_cache_free(h.ptr)
+		h.ptr = nil
+		liveHandles.Add(-1)
+	}
+	runtime.SetFinalizer(h, nil)
+}
+
+// check is the cache's local denial of an acquire, if it has one. Any
+// failure (a closed Limiter, a tenant core refuses) is a miss: the Redis
+// path reports it.
+func (h *denyCacheHandle) check(tenant string, cost, monoMs uint64) (Decision, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == nil {
+		return Decision{}, false
+	}
+	var hit C.bool
+	var d C.slidelimit_decision
+	r := C.slidelimit_deny_cache_check(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)), C.uint64_t(cost),
+		C.uint64_t(monoMs), &hit, &d)
+	runtime.KeepAlive(h)
+	if r != C.SLIDELIMIT_RESULT_OK || !bool(hit) {
+		return Decision{}, false
+	}
+	return decisionFromC(&d), true
+}
+
+// record tells the cache what Redis answered.
+func (h *denyCacheHandle) record(tenant string, cost uint64, d Decision, monoMs uint64) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == nil {
+		return
+	}
+	C.slidelimit_deny_cache_record(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)), C.uint64_t(cost),
+		C.bool(d.Allowed), C.uint64_t(d.Remaining), C.uint64_t(d.RetryAfterMs), C.uint64_t(d.ResetAfterMs),
+		C.uint64_t(d.NowMs), C.int32_t(d.deniedBy-1), C.uint64_t(monoMs))
+	runtime.KeepAlive(h)
+}
+
+// forget drops tenant's entry.
+func (h *denyCacheHandle) forget(tenant string) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr != nil {
+		C.slidelimit_deny_cache_forget(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)))
+		runtime.KeepAlive(h)
 	}
 }
 

@@ -26,11 +26,9 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/slidelimit/slidelimit/go/internal/wasm"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
-
-	"github.com/slidelimit/slidelimit/go/internal/verbatim"
-	"github.com/slidelimit/slidelimit/go/internal/wasm"
 )
 
 // Values of the header (ffi-c/include/slidelimit.h) that the cgo path reads
@@ -39,8 +37,9 @@ const (
 	resultOK             = 0
 	resultBufferTooSmall = 101
 	keyMax               = 2048
-	callBufMax           = 2304
-	callPartsMax         = 8
+	callBufMax           = 17088
+	callPartsMax         = 42
+	maxLimits            = 8
 	serverErrorMsgExtra  = 256
 	serverErrorRetry     = 1 // SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL
 )
@@ -67,6 +66,8 @@ const (
 	metricAllowedTotal metricID = 1
 	metricDeniedTotal  metricID = 2
 	metricWaitSeconds  metricID = 3
+
+	metricLocalDeniedTotal metricID = 4
 )
 
 // The exports the package calls, by index into instance.fns.
@@ -76,14 +77,13 @@ const (
 	fnVersion
 	fnResultName
 	fnAlgorithmParse
-	fnPolicyNew
-	fnPolicyBuckets
+	fnPolicyNewLimits
+	fnPolicyLimit
 	fnPolicyFree
-	fnPolicyKey
+	fnPolicyLimitKey
 	fnKeySlot
 	fnCheckTimeoutMs
-	fnScriptText
-	fnScriptSHA1
+	fnPolicyScript
 	fnBuildCallInto
 	fnDecisionFromReply
 	fnServerErrorMap
@@ -101,20 +101,27 @@ const (
 	fnMetricWaitSeconds
 	fnDefaultNamespace
 	fnDefaultAlgorithm
+	fnDenyCacheNew
+	fnDenyCacheFree
+	fnDenyCacheCheck
+	fnDenyCacheRecord
+	fnDenyCacheForget
 	fnCount
 )
 
 var fnNames = [fnCount]string{
 	"slidelimit_wasm_alloc", "slidelimit_wasm_free", "slidelimit_version", "slidelimit_result_name",
-	"slidelimit_algorithm_parse", "slidelimit_policy_new", "slidelimit_policy_buckets",
-	"slidelimit_policy_free", "slidelimit_policy_key", "slidelimit_key_slot",
-	"slidelimit_check_timeout_ms", "slidelimit_script_text", "slidelimit_script_sha1",
+	"slidelimit_algorithm_parse", "slidelimit_policy_new_limits", "slidelimit_policy_limit",
+	"slidelimit_policy_free", "slidelimit_policy_limit_key", "slidelimit_key_slot",
+	"slidelimit_check_timeout_ms", "slidelimit_policy_script",
 	"slidelimit_policy_build_call_into", "slidelimit_decision_from_reply",
 	"slidelimit_server_error_map", "slidelimit_server_error_map_command", "slidelimit_memory_new",
 	"slidelimit_memory_free", "slidelimit_memory_acquire", "slidelimit_memory_peek",
 	"slidelimit_memory_reset", "slidelimit_metric_name", "slidelimit_metric_help",
 	"slidelimit_metric_label_count", "slidelimit_metric_label", "slidelimit_metric_buckets",
 	"slidelimit_metric_wait_seconds", "slidelimit_default_namespace", "slidelimit_default_algorithm",
+	"slidelimit_deny_cache_new", "slidelimit_deny_cache_free", "slidelimit_deny_cache_check",
+	"slidelimit_deny_cache_record", "slidelimit_deny_cache_forget",
 }
 
 // maxInstances caps the pool: each instance holds 1.1 MiB of wasm memory
@@ -423,32 +430,29 @@ func (in *instance) fieldName(p uint64) string {
 type policyHandle struct {
 	mu     sync.RWMutex
 	closed bool
-	alg    uint32 // the policy's slidelimit_algorithm value
-	// What slidelimit_policy_new got, to make the policy in another instance.
-	ns, resource    string
-	limit, windowMs uint64
-	bucketsGiven    *uint64
+	alg    uint32 // the first limit's slidelimit_algorithm value
+	// What slidelimit_policy_new_limits got, to make the policy in another
+	// instance.
+	ns, resource string
+	algs         []uint32
+	specs        []limitSpec
 	// The policy in each instance, by instance id (0 where not made yet);
 	// slot i is used under instance i's lock.
 	ptrs   [maxInstances]uint32
 	madeIn atomic.Uint32 // a bit per instance that holds one
 }
 
-func newPolicyHandle(p Policy) (*policyHandle, error) {
-	alg, err := parseAlgorithm(string(p.Algorithm))
-	if err != nil {
-		return nil, err
+func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHandle, error) {
+	h := &policyHandle{ns: namespace, resource: resource, specs: specs, algs: make([]uint32, len(specs))}
+	for i, s := range specs {
+		alg, err := parseAlgorithm(string(s.algorithm))
+		if err != nil {
+			return nil, err
+		}
+		h.algs[i] = alg
 	}
-	windowMs, err := p.windowMs()
-	if err != nil {
-		return nil, err
-	}
-	h := &policyHandle{alg: alg, ns: p.Namespace, resource: p.Resource, limit: p.Limit, windowMs: windowMs}
-	// Buckets 0 is the Go API's "not given" (NULL: core's default), like an
-	// empty Namespace; the driver's verbatim switch sends core a count of 0.
-	if p.Buckets != 0 || verbatim.Buckets.Load() {
-		v := p.Buckets
-		h.bucketsGiven = &v
+	if len(h.algs) > 0 {
+		h.alg = h.algs[0]
 	}
 	if _, err := with(h.in); err != nil {
 		return nil, err
@@ -472,55 +476,102 @@ func (h *policyHandle) in(in *instance) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	var buckets uint64
-	if h.bucketsGiven != nil {
-		if buckets, err = in.out(8); err != nil {
-			return 0, err
+	// The arrays: algorithms (4 bytes each), limits, windows and bucket
+	// counts (8 each), given flags (1 each); at least one entry each, so
+	// that no pointer is NULL.
+	n := len(h.specs)
+	m := max(n, 1)
+	arrays, err := in.out(4*m + 24*m + m)
+	if err != nil {
+		return 0, err
+	}
+	algs, limits := arrays, arrays+uint64(4*m)
+	windows, buckets, given := limits+uint64(8*m), limits+uint64(16*m), limits+uint64(24*m)
+	for i, s := range h.specs {
+		in.mem.WriteUint32Le(uint32(algs)+uint32(4*i), h.algs[i])
+		in.mem.WriteUint64Le(uint32(limits)+uint32(8*i), s.limit)
+		in.mem.WriteUint64Le(uint32(windows)+uint32(8*i), s.windowMs)
+		in.mem.WriteUint64Le(uint32(buckets)+uint32(8*i), s.buckets)
+		if s.bucketsGiven {
+			in.mem.WriteByte(uint32(given)+uint32(i), 1)
 		}
-		in.mem.WriteUint64Le(uint32(buckets), *h.bucketsGiven)
 	}
 	out, err := in.out(4)
 	if err != nil {
 		return 0, err
 	}
-	m, err := in.msgOut()
+	msg, err := in.msgOut()
 	if err != nil {
 		return 0, err
 	}
-	mb, mc, ml, mf := m.args()
-	r, err := in.result(fnPolicyNew, ns, nsLen, res, resLen, uint64(h.alg), h.limit, h.windowMs, buckets, out, mb, mc, ml, mf)
+	mb, mc, ml, mf := msg.args()
+	r, err := in.result(fnPolicyNewLimits, ns, nsLen, res, resLen, algs, limits, windows, buckets, given,
+		uint64(n), out, mb, mc, ml, mf)
 	if err != nil {
 		return 0, err
 	}
 	if r != resultOK {
-		return 0, in.failure(r, &m)
+		return 0, in.failure(r, &msg)
 	}
 	h.ptrs[in.id] = in.u32(out)
 	h.madeIn.Or(1 << in.id)
 	return uint64(h.ptrs[in.id]), nil
 }
 
-// buckets is the policy's effective bucket count, by core: the count given
-// or core's default for a bucketed window, 0 for the other algorithms.
-func (h *policyHandle) buckets() (uint64, error) {
+// buckets are the effective bucket counts of the policy's limits, by core:
+// the count given or core's default for a bucketed window, 0 for the other
+// algorithms.
+func (h *policyHandle) buckets() ([]uint64, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.closed {
-		return 0, errClosed()
+		return nil, errClosed()
 	}
-	return with(func(in *instance) (uint64, error) {
+	return with(func(in *instance) ([]uint64, error) {
 		ptr, err := h.in(in)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		out, err := in.out(8)
+		// algorithm (4 bytes, padded), limit, window, buckets.
+		outs, err := in.out(32)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		if r, err := in.result(fnPolicyBuckets, ptr, out); err != nil || r != resultOK {
-			return 0, firstErr(err, in.failure(r, nil))
+		counts := make([]uint64, len(h.specs))
+		for i := range counts {
+			if r, err := in.result(fnPolicyLimit, ptr, uint64(i), outs, outs+8, outs+16, outs+24); err != nil || r != resultOK {
+				return nil, firstErr(err, in.failure(r, nil))
+			}
+			counts[i] = in.u64(outs + 24)
 		}
-		return in.u64(out), nil
+		return counts, nil
+	})
+}
+
+// script is the Lua script the policy's calls run in mode, by core.
+func (h *policyHandle) script(mode callMode) (script, error) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.closed {
+		return script{}, errClosed()
+	}
+	return with(func(in *instance) (script, error) {
+		ptr, err := h.in(in)
+		if err != nil {
+			return script{}, err
+		}
+		tp, tn, err := in.staticOut()
+		if err != nil {
+			return script{}, err
+		}
+		sp, sn, err := in.staticOut()
+		if err != nil {
+			return script{}, err
+		}
+		if r, err := in.result(fnPolicyScript, ptr, uint64(mode), tp, tn, sp, sn); err != nil || r != resultOK {
+			return script{}, firstErr(err, in.failure(r, nil))
+		}
+		return script{text: in.staticString(tp, tn), sha1: in.staticString(sp, sn)}, nil
 	})
 }
 
@@ -591,7 +642,7 @@ func (h *policyHandle) buildCall(tenant string, cost uint64, now *uint64, mode c
 		return scriptCall{}, errClosed()
 	}
 	// The first guess of ffi.go: every ordinary call fits.
-	return h.buildCallSized(tenant, cost, now, mode, min(3*len(tenant)+256, callBufMax))
+	return h.buildCallSized(tenant, cost, now, mode, min(len(h.specs)*(3*len(tenant)+256), callBufMax))
 }
 
 // buildCallSized is buildCall with the first buffer of size bytes (the
@@ -607,7 +658,7 @@ func (h *policyHandle) buildCallSized(tenant string, cost uint64, now *uint64, m
 		if err != nil {
 			return scriptCall{}, err
 		}
-		// lens (8 x 4 bytes), then key count, part count and bytes used.
+		// lens (callPartsMax x 4 bytes), then key count, part count and bytes used.
 		outs, err := in.out(4*callPartsMax + 12)
 		if err != nil {
 			return scriptCall{}, err
@@ -650,41 +701,57 @@ func (h *policyHandle) buildCallSized(tenant string, cost uint64, now *uint64, m
 	})
 }
 
-// key is the Redis key of tenant under the policy.
+// key is the Redis key of tenant under the policy (its first limit's).
 func (h *policyHandle) key(tenant string) (string, error) {
+	keys, err := h.someKeys(tenant, 1)
+	if err != nil {
+		return "", err
+	}
+	return keys[0], nil
+}
+
+// keys are the Redis keys of tenant, one per limit.
+func (h *policyHandle) keys(tenant string) ([]string, error) { return h.someKeys(tenant, len(h.specs)) }
+
+// someKeys are the keys of the first n limits.
+func (h *policyHandle) someKeys(tenant string, n int) ([]string, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.closed {
-		return "", errClosed()
+		return nil, errClosed()
 	}
-	return with(func(in *instance) (string, error) {
+	return with(func(in *instance) ([]string, error) {
 		ptr, err := h.in(in)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		t, tLen, err := in.bytes(tenant)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		buf, err := in.reserve(keyMax)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		outs, err := in.out(8)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		m, err := in.msgOut()
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		mb, mc, ml, mf := m.args()
-		r, err := in.result(fnPolicyKey, ptr, t, tLen, buf, keyMax, outs, outs+4, mb, mc, ml, mf)
-		runtime.KeepAlive(h)
-		if err != nil || r != resultOK {
-			return "", firstErr(err, in.failure(r, &m))
+		keys := make([]string, n)
+		for i := range keys {
+			r, err := in.result(fnPolicyLimitKey, ptr, uint64(i), t, tLen, buf, keyMax, outs, outs+4, mb, mc, ml, mf)
+			runtime.KeepAlive(h)
+			if err != nil || r != resultOK {
+				return nil, firstErr(err, in.failure(r, &m))
+			}
+			keys[i] = in.string(uint32(buf), in.u32(outs))
 		}
-		return in.string(uint32(buf), in.u32(outs)), nil
+		return keys, nil
 	})
 }
 
@@ -709,26 +776,6 @@ func KeySlot(key string) (uint16, error) {
 // script is one Lua script and its SHA1, copied once from core's static memory.
 type script struct {
 	text, sha1 string
-}
-
-func loadScript(alg uint32, mode callMode) (script, error) {
-	return with(func(in *instance) (script, error) {
-		var s script
-		for _, f := range []struct {
-			fn  int
-			out *string
-		}{{fnScriptText, &s.text}, {fnScriptSHA1, &s.sha1}} {
-			pp, pn, err := in.staticOut()
-			if err != nil {
-				return script{}, err
-			}
-			if r, err := in.result(f.fn, uint64(alg), uint64(mode), pp, pn); err != nil || r != resultOK {
-				return script{}, firstErr(err, in.failure(r, nil))
-			}
-			*f.out = in.staticString(pp, pn)
-		}
-		return s, nil
-	})
 }
 
 // parseReply hands the script's integers to core.
@@ -763,8 +810,8 @@ func parseReply(reply []int64) (Decision, error) {
 }
 
 // decisionSize is sizeof(slidelimit_decision) on wasm32: a bool, then four
-// 8-aligned uint64_t.
-const decisionSize = 40
+// 8-aligned uint64_t, then the int32_t denied_by (padded to 8).
+const decisionSize = 48
 
 func (in *instance) decision(p uint64) Decision {
 	b, _ := in.mem.Read(uint32(p), decisionSize)
@@ -774,6 +821,7 @@ func (in *instance) decision(p uint64) Decision {
 		RetryAfterMs: binary.LittleEndian.Uint64(b[16:]),
 		ResetAfterMs: binary.LittleEndian.Uint64(b[24:]),
 		NowMs:        binary.LittleEndian.Uint64(b[32:]),
+		deniedBy:     int(max(int32(binary.LittleEndian.Uint32(b[40:])), -1)) + 1,
 	}
 }
 
@@ -986,6 +1034,127 @@ func (h *memoryHandle) reset(p *policyHandle, tenant string) (bool, error) {
 	}
 	b, _ := in.mem.ReadByte(uint32(out))
 	return b != 0, nil
+}
+
+// denyCacheHandle owns one slidelimit_deny_cache, which lives in one
+// instance: its calls wait for that instance.
+type denyCacheHandle struct {
+	mu  sync.RWMutex
+	in  *instance
+	ptr uint32
+}
+
+// newDenyCacheHandle makes a cache of capacity tenants (0: core's default).
+func newDenyCacheHandle(capacity uint64) (*denyCacheHandle, error) {
+	in, err := pool.acquire()
+	if err != nil {
+		return nil, err
+	}
+	defer in.release()
+	// size_t is 32 bits in the module: a larger count is above core's
+	// maximum either way.
+	capacity = min(capacity, math.MaxUint32)
+	out, err := in.out(4)
+	if err != nil {
+		return nil, err
+	}
+	m, err := in.msgOut()
+	if err != nil {
+		return nil, err
+	}
+	mb, mc, ml, mf := m.args()
+	if r, err := in.result(fnDenyCacheNew, capacity, out, mb, mc, ml, mf); err != nil || r != resultOK {
+		return nil, firstErr(err, in.failure(r, &m))
+	}
+	liveHandles.Add(1)
+	h := &denyCacheHandle{in: in, ptr: in.u32(out)}
+	runtime.SetFinalizer(h, (*denyCacheHandle).free)
+	return h, nil
+}
+
+// free releases the cache; safe to call more than once.
+func (h *denyCacheHandle) free() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ptr != 0 {
+		h.in.mu.Lock()
+		_, _ = h.in.call(fnDenyCacheFree, uint64(h.ptr))
+		h.in.mu.Unlock()
+		h.ptr = 0
+		liveHandles.Add(-1)
+	}
+	runtime.SetFinalizer(h, nil)
+}
+
+// check is the cache's local denial of an acquire, if it has one. Any
+// failure (a closed Limiter, a tenant core refuses) is a miss: the Redis
+// path reports it.
+func (h *denyCacheHandle) check(tenant string, cost, monoMs uint64) (Decision, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == 0 {
+		return Decision{}, false
+	}
+	in := h.in
+	in.mu.Lock()
+	defer in.release()
+	t, tLen, err := in.bytes(tenant)
+	if err != nil {
+		return Decision{}, false
+	}
+	// The hit flag (padded to 8), then the decision.
+	outs, err := in.out(8 + decisionSize)
+	if err != nil {
+		return Decision{}, false
+	}
+	r, err := in.result(fnDenyCacheCheck, uint64(h.ptr), t, tLen, cost, monoMs, outs, outs+8)
+	runtime.KeepAlive(h)
+	if err != nil || r != resultOK {
+		return Decision{}, false
+	}
+	if hit, _ := in.mem.ReadByte(uint32(outs)); hit == 0 {
+		return Decision{}, false
+	}
+	return in.decision(outs + 8), true
+}
+
+// record tells the cache what Redis answered.
+func (h *denyCacheHandle) record(tenant string, cost uint64, d Decision, monoMs uint64) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == 0 {
+		return
+	}
+	in := h.in
+	in.mu.Lock()
+	defer in.release()
+	t, tLen, err := in.bytes(tenant)
+	if err != nil {
+		return
+	}
+	var allowed uint64
+	if d.Allowed {
+		allowed = 1
+	}
+	_, _ = in.call(fnDenyCacheRecord, uint64(h.ptr), t, tLen, cost, allowed, d.Remaining, d.RetryAfterMs,
+		d.ResetAfterMs, d.NowMs, uint64(uint32(int32(d.deniedBy-1))), monoMs)
+	runtime.KeepAlive(h)
+}
+
+// forget drops tenant's entry.
+func (h *denyCacheHandle) forget(tenant string) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.ptr == 0 {
+		return
+	}
+	in := h.in
+	in.mu.Lock()
+	defer in.release()
+	if t, tLen, err := in.bytes(tenant); err == nil {
+		_, _ = in.call(fnDenyCacheForget, uint64(h.ptr), t, tLen)
+		runtime.KeepAlive(h)
+	}
 }
 
 // cString runs a function that returns a static NUL-terminated string ("" if

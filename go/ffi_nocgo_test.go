@@ -7,6 +7,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -42,7 +43,7 @@ func TestWasmConstantsMatchTheHeader(t *testing.T) {
 		"SLIDELIMIT_RESULT_INTERNAL":                     int(ErrInternal),
 		"SLIDELIMIT_KEY_MAX":                             keyMax,
 		"SLIDELIMIT_CALL_BUF_MAX":                        callBufMax,
-		"SLIDELIMIT_CALL_PARTS_MAX":                      callPartsMax,
+		"SLIDELIMIT_MAX_LIMITS":                          maxLimits,
 		"SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA":          serverErrorMsgExtra,
 		"SLIDELIMIT_SERVER_ERROR_ACTION_RETRY_WITH_EVAL": serverErrorRetry,
 		"SLIDELIMIT_MODE_ACQUIRE":                        int(modeAcquire),
@@ -50,10 +51,16 @@ func TestWasmConstantsMatchTheHeader(t *testing.T) {
 		"SLIDELIMIT_METRIC_ALLOWED_TOTAL":                int(metricAllowedTotal),
 		"SLIDELIMIT_METRIC_DENIED_TOTAL":                 int(metricDeniedTotal),
 		"SLIDELIMIT_METRIC_WAIT_SECONDS":                 int(metricWaitSeconds),
+		"SLIDELIMIT_METRIC_LOCAL_DENIED_TOTAL":           int(metricLocalDeniedTotal),
 	} {
 		if want := value(name); got != want {
 			t.Errorf("%s: Go says %d, the header %d", name, got, want)
 		}
+	}
+	// The header spells this one as an expression of SLIDELIMIT_MAX_LIMITS.
+	const partsMax = "#define SLIDELIMIT_CALL_PARTS_MAX ((5 * SLIDELIMIT_MAX_LIMITS) + 2)\n"
+	if !strings.Contains(string(header), partsMax) || callPartsMax != 5*value("SLIDELIMIT_MAX_LIMITS")+2 {
+		t.Errorf("SLIDELIMIT_CALL_PARTS_MAX: Go says %d, the header is not %q", callPartsMax, partsMax)
 	}
 }
 

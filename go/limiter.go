@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -38,8 +39,9 @@ var (
 )
 
 // Policy is one rate limit: at most Limit permits per rolling window for each
-// tenant, under keys `<Namespace>:{<Resource>:<tenant>}:...`. It is validated
-// by slidelimit-core when a Limiter is made; a bad field is ErrInvalidArgument
+// tenant, under keys `<Namespace>:{<Resource>:<tenant>}:...`; or, with
+// Limits, several limits checked together. It is validated by
+// slidelimit-core when a Limiter is made; a bad field is ErrInvalidArgument
 // naming it.
 type Policy struct {
 	// Namespace prefixes every key; empty means DefaultNamespace ("rl").
@@ -60,9 +62,34 @@ type Policy struct {
 	// count there is ErrInvalidArgument naming buckets. Limiter.Policy
 	// reports the effective count (60 for the default).
 	Buckets uint64
+	// Limits, instead of Algorithm, Limit, Window, WindowMs and Buckets
+	// (which must then be zero; else ErrInvalidArgument naming limits), is a
+	// policy of 1 to 8 limits on the same tenants, say 20 per second and 600
+	// per minute: a check passes only if every limit allows it, and records
+	// its permits in all of them or in none. Remaining is the smallest of the
+	// limits', ResetAfterMs the largest, and a denial's RetryAfterMs the
+	// longest wait of the limits that deny (Decision.DeniedBy names the
+	// limit). Each limit has its own key; Reset deletes them all. With
+	// several limits core's errors name the limit at fault
+	// ("limits[1].window_ms"); one limit is exactly the single policy. A
+	// non-nil empty Limits is refused (ErrInvalidArgument naming limits).
+	Limits []Limit
 }
 
-// withDefaults fills the zero Namespace and Algorithm with core's defaults.
+// Limit is one limit of a Policy's Limits: its fields mean what the Policy's
+// fields of the same name mean for a single limit (an empty Algorithm is
+// DefaultAlgorithm, Buckets 0 is core's default count for BucketedWindow).
+type Limit struct {
+	Algorithm Algorithm
+	Limit     uint64
+	// Window or WindowMs (exactly one): the rolling window.
+	Window   time.Duration
+	WindowMs uint64
+	Buckets  uint64
+}
+
+// withDefaults fills the zero Namespace and Algorithm (of the policy, or of
+// each of its Limits) with core's defaults.
 func (p Policy) withDefaults() Policy {
 	if verbatim.Policy.Load() {
 		return p
@@ -70,26 +97,82 @@ func (p Policy) withDefaults() Policy {
 	if p.Namespace == "" {
 		p.Namespace = DefaultNamespace
 	}
+	if p.Limits != nil {
+		p.Limits = slices.Clone(p.Limits)
+		for i := range p.Limits {
+			if p.Limits[i].Algorithm == "" {
+				p.Limits[i].Algorithm = DefaultAlgorithm
+			}
+		}
+		return p
+	}
 	if p.Algorithm == "" {
 		p.Algorithm = DefaultAlgorithm
 	}
 	return p
 }
 
-// windowMs is the window in milliseconds, from exactly one of Window and
-// WindowMs (neither leaves 0, which core rejects naming window_ms).
-func (p Policy) windowMs() (uint64, error) {
-	switch {
-	case p.Window == 0:
-		return p.WindowMs, nil
-	case p.WindowMs != 0:
-		return 0, invalidArgument("window", fmt.Sprintf(
-			"set Window or WindowMs, not both (Window %v, WindowMs %d)", p.Window, p.WindowMs))
-	case p.Window < 0 || p.Window%time.Millisecond != 0:
-		return 0, invalidArgument("window", fmt.Sprintf(
-			"must be a positive whole number of milliseconds, got %v", p.Window))
+// limitSpec is one limit as the C ABI takes it.
+type limitSpec struct {
+	algorithm    Algorithm
+	limit        uint64
+	windowMs     uint64
+	buckets      uint64
+	bucketsGiven bool
+}
+
+// specs is the policy's limits for core: Limits, or the single fields as one
+// limit. Buckets 0 is the Go API's "not given" (core's default), like an
+// empty Namespace; the driver's verbatim switch sends core a count of 0.
+func (p Policy) specs() ([]limitSpec, error) {
+	if p.Limits == nil {
+		windowMs, err := windowMs("", p.Window, p.WindowMs)
+		if err != nil {
+			return nil, err
+		}
+		return []limitSpec{{algorithm: p.Algorithm, limit: p.Limit, windowMs: windowMs, buckets: p.Buckets,
+			bucketsGiven: p.Buckets != 0 || verbatim.BucketsGiven(0)}}, nil
 	}
-	return uint64(p.Window / time.Millisecond), nil
+	single := map[string]bool{"Algorithm": p.Algorithm != "", "Limit": p.Limit != 0, "Window": p.Window != 0,
+		"WindowMs": p.WindowMs != 0, "Buckets": p.Buckets != 0}
+	for _, name := range []string{"Algorithm", "Limit", "Window", "WindowMs", "Buckets"} {
+		if single[name] {
+			return nil, invalidArgument("limits", fmt.Sprintf(
+				"set Limits or the single limit's fields, not both (%s is set)", name))
+		}
+	}
+	specs := make([]limitSpec, len(p.Limits))
+	for i, l := range p.Limits {
+		// Core's naming: a field of one limit is the single policy's field.
+		prefix := ""
+		if len(p.Limits) > 1 {
+			prefix = fmt.Sprintf("limits[%d].", i)
+		}
+		w, err := windowMs(prefix, l.Window, l.WindowMs)
+		if err != nil {
+			return nil, err
+		}
+		specs[i] = limitSpec{algorithm: l.Algorithm, limit: l.Limit, windowMs: w, buckets: l.Buckets,
+			bucketsGiven: l.Buckets != 0 || verbatim.BucketsGiven(i)}
+	}
+	return specs, nil
+}
+
+// windowMs is a window in milliseconds, from exactly one of window and
+// windowMs (neither leaves 0, which core rejects naming window_ms); errors
+// name prefix + "window".
+func windowMs(prefix string, window time.Duration, windowMs uint64) (uint64, error) {
+	switch {
+	case window == 0:
+		return windowMs, nil
+	case windowMs != 0:
+		return 0, invalidArgument(prefix+"window", fmt.Sprintf(
+			"set Window or WindowMs, not both (Window %v, WindowMs %d)", window, windowMs))
+	case window < 0 || window%time.Millisecond != 0:
+		return 0, invalidArgument(prefix+"window", fmt.Sprintf(
+			"must be a positive whole number of milliseconds, got %v", window))
+	}
+	return uint64(window / time.Millisecond), nil
 }
 
 // Decision is what a check answered. Times are milliseconds.
@@ -104,7 +187,15 @@ type Decision struct {
 	ResetAfterMs uint64
 	// NowMs is the time of the decision (Redis TIME, or the caller's time).
 	NowMs uint64
+	// deniedBy is DeniedBy's index + 1; 0 for none, so that the zero
+	// Decision names no limit.
+	deniedBy int
 }
+
+// DeniedBy is the position in Policy.Limits (from 0) of the limit that
+// denied this request, the one with the longest retry when several did; ok
+// is false when the request was allowed and for a policy of one limit.
+func (d Decision) DeniedBy() (index int, ok bool) { return d.deniedBy - 1, d.deniedBy > 0 }
 
 // RetryAfter is RetryAfterMs as a Duration.
 func (d Decision) RetryAfter() time.Duration { return time.Duration(d.RetryAfterMs) * time.Millisecond }
@@ -119,6 +210,10 @@ type config struct {
 	timeout   time.Duration
 	observers []Observer
 	clock     func() time.Time
+	// denyCache: whether a Limiter on Redis keeps one, and its capacity
+	// (0: core's default).
+	denyCache         bool
+	denyCacheCapacity int
 }
 
 // Option configures a Limiter.
@@ -130,6 +225,29 @@ type Option func(*config)
 // milliseconds; zero, a negative or a sub-millisecond timeout makes New and
 // NewMemory fail with ErrInvalidArgument naming timeout_ms.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithDenyCache sets the capacity (tenants) of the local deny cache that a
+// Limiter on Redis keeps; capacity 0 is core's default (10,000), above
+// core's maximum or negative is ErrInvalidArgument naming
+// deny_cache_capacity. The cache is on by default.
+//
+// The deny cache remembers Redis's last denial per tenant: until its
+// retry-after has passed (on the process's monotonic clock), an Acquire or
+// AcquireN of the same or a greater cost is denied locally, without a Redis
+// call, with the retry-after reduced by the time gone by; a smaller cost
+// still asks Redis. It serves only Acquire and AcquireN on Redis time:
+// Peek, PeekAt and AcquireAt never read or fill it. The Limiter's own Reset
+// forgets the tenant; a reset done by another process (or another Limiter)
+// is not seen, so the tenant stays denied here until the cached retry-after
+// runs out. Local denials reach observers like any denial, with
+// AcquireEvent.Local set. NewMemory ignores it.
+func WithDenyCache(capacity int) Option {
+	return func(c *config) { c.denyCache, c.denyCacheCapacity = true, capacity }
+}
+
+// WithoutDenyCache switches the local deny cache off (see WithDenyCache):
+// every acquire asks Redis.
+func WithoutDenyCache() Option { return func(c *config) { c.denyCache = false } }
 
 // WithClock sets the clock of the memory engine, which stands in for Redis
 // TIME (default time.Now). Limiters on Redis ignore it.
@@ -146,6 +264,10 @@ type Limiter struct {
 	client           redis.UniversalClient
 	acquire, peek    script
 	clientHonoursCtx bool
+	// deny is the local deny cache (nil when off); monoStart is the origin
+	// of its monotonic clock.
+	deny      *denyCacheHandle
+	monoStart time.Time
 
 	// In memory:
 	memory *memoryHandle
@@ -166,13 +288,18 @@ func New(client redis.UniversalClient, p Policy, opts ...Option) (*Limiter, erro
 	if err != nil {
 		return nil, err
 	}
-	alg, err := parseAlgorithm(string(l.policy.Algorithm))
-	if err != nil {
-		l.Close()
-		return nil, err
+	// The scripts the policy's calls run: its algorithm's for one limit,
+	// the multi-limit script for several (core's choice).
+	if l.acquire, err = l.handle.script(modeAcquire); err == nil {
+		l.peek, err = l.handle.script(modePeek)
 	}
-	if l.acquire, err = loadScript(alg, modeAcquire); err == nil {
-		l.peek, err = loadScript(alg, modePeek)
+	if err == nil && l.cfg.denyCache {
+		if l.cfg.denyCacheCapacity < 0 {
+			err = invalidArgument("deny_cache_capacity", fmt.Sprintf("must not be negative, got %d", l.cfg.denyCacheCapacity))
+		} else {
+			l.deny, err = newDenyCacheHandle(uint64(l.cfg.denyCacheCapacity))
+			l.monoStart = time.Now()
+		}
 	}
 	if err != nil {
 		l.Close()
@@ -198,7 +325,7 @@ func NewMemory(p Policy, opts ...Option) (*Limiter, error) {
 }
 
 func newLimiter(p Policy, opts []Option) (*Limiter, error) {
-	cfg := config{timeout: DefaultTimeout, clock: time.Now}
+	cfg := config{timeout: DefaultTimeout, clock: time.Now, denyCache: true}
 	for _, opt := range opts {
 		opt(&cfg)
 	}
@@ -206,14 +333,27 @@ func newLimiter(p Policy, opts []Option) (*Limiter, error) {
 		return nil, err
 	}
 	p = p.withDefaults()
-	h, err := newPolicyHandle(p)
+	specs, err := p.specs()
 	if err != nil {
 		return nil, err
 	}
-	// Policy() reports the count core uses, not the zero that stood for it.
-	if p.Buckets, err = h.buckets(); err != nil {
+	h, err := newPolicyHandle(p.Namespace, p.Resource, specs)
+	if err != nil {
+		return nil, err
+	}
+	// Policy() reports the counts core uses, not the zeros that stood for
+	// them.
+	buckets, err := h.buckets()
+	if err != nil {
 		h.free()
 		return nil, err
+	}
+	if p.Limits == nil {
+		p.Buckets = buckets[0]
+	} else {
+		for i := range p.Limits {
+			p.Limits[i].Buckets = buckets[i]
+		}
 	}
 	return &Limiter{policy: p, handle: h, cfg: cfg}, nil
 }
@@ -241,9 +381,14 @@ func honoursContext(client redis.UniversalClient) bool {
 // Policy is the policy the Limiter checks, with an empty Namespace or
 // Algorithm filled in with the defaults, and Buckets the count core uses: a
 // BucketedWindow's given count or core's default (60) for a zero Buckets,
-// and 0 for the other algorithms. New or NewMemory with it makes the same
-// policy (the same keys).
-func (l *Limiter) Policy() Policy { return l.policy }
+// and 0 for the other algorithms. A policy of Limits reports them so, in
+// their order (Policy.Limits is a copy of the Limiter's). New or NewMemory
+// with it makes the same policy (the same keys).
+func (l *Limiter) Policy() Policy {
+	p := l.policy
+	p.Limits = slices.Clone(p.Limits)
+	return p
+}
 
 // Close releases the C memory the Limiter holds; it does not close the Redis
 // client. Safe to call more than once; later checks return ErrClosed.
@@ -252,24 +397,36 @@ func (l *Limiter) Close() error {
 	if l.memory != nil {
 		l.memory.free()
 	}
+	if l.deny != nil {
+		l.deny.free()
+	}
 	return nil
 }
 
-// Key is the Redis key of tenant under the Limiter's policy.
+// Key is the Redis key of tenant under the Limiter's policy (the first
+// limit's, for a policy of several: Keys has them all).
 func (l *Limiter) Key(tenant string) (string, error) { return l.handle.key(tenant) }
 
-// Acquire takes one permit for tenant, at Redis time.
+// Keys are the Redis keys of tenant, one per limit of the policy in their
+// order (one for a single limit); they share one Cluster slot.
+func (l *Limiter) Keys(tenant string) ([]string, error) { return l.handle.keys(tenant) }
+
+// Acquire takes one permit for tenant, at Redis time (answered by the deny
+// cache while tenant's last denial holds; see WithDenyCache).
 func (l *Limiter) Acquire(ctx context.Context, tenant string) (Decision, error) {
 	return l.check(ctx, tenant, 1, nil, modeAcquire)
 }
 
-// AcquireN takes cost permits for tenant at once (all or none), at Redis time.
+// AcquireN takes cost permits for tenant at once (all or none), at Redis
+// time (answered by the deny cache while tenant's last denial holds for this
+// cost; see WithDenyCache).
 func (l *Limiter) AcquireN(ctx context.Context, tenant string, cost uint64) (Decision, error) {
 	return l.check(ctx, tenant, cost, nil, modeAcquire)
 }
 
 // AcquireAt is AcquireN at the caller's time nowMs (milliseconds since the
-// epoch, or any clock every worker shares): for tests and replays.
+// epoch, or any clock every worker shares): for tests and replays. It always
+// asks Redis (the deny cache is for Redis time only).
 func (l *Limiter) AcquireAt(ctx context.Context, tenant string, cost, nowMs uint64) (Decision, error) {
 	return l.check(ctx, tenant, cost, &nowMs, modeAcquire)
 }
@@ -284,18 +441,22 @@ func (l *Limiter) PeekAt(ctx context.Context, tenant string, cost, nowMs uint64)
 	return l.check(ctx, tenant, cost, &nowMs, modePeek)
 }
 
-// Reset forgets everything recorded for tenant; true if anything was.
+// Reset forgets everything recorded for tenant (every limit's key, and the
+// tenant's entry in this Limiter's deny cache); true if anything was.
 func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 	if l.memory != nil {
 		return l.memory.reset(l.handle, tenant)
 	}
-	key, err := l.handle.key(tenant)
+	keys, err := l.handle.keys(tenant)
 	if err != nil {
 		return false, err
 	}
+	if l.deny != nil {
+		l.deny.forget(tenant)
+	}
 	var removed int64
 	err = l.bounded(ctx, func(ctx context.Context) error {
-		n, err := l.client.Del(ctx, key).Result()
+		n, err := l.client.Del(ctx, keys...).Result()
 		removed = n
 		if isServerError(err) {
 			return mapCommandError(err.Error(), err)
@@ -316,6 +477,17 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 		// caller passes its own now, as Redis's PEXPIRE runs on server time.
 		clock := uint64(max(l.cfg.clock().UnixMilli(), 0))
 		d, err = l.memory.check(l.handle, tenant, cost, now, clock, mode)
+	} else if l.deny != nil && mode == modeAcquire && now == nil {
+		// Only acquires on Redis time use the deny cache.
+		mono := l.monoMs()
+		if local, hit := l.deny.check(tenant, cost, mono); hit {
+			l.observeLocal(tenant, cost, local)
+			return local, nil
+		}
+		if d, err = l.checkRedis(ctx, tenant, cost, now, mode); err == nil {
+			// The time before the call: the cached wait never outlasts Redis's.
+			l.deny.record(tenant, cost, d, mono)
+		}
 	} else {
 		d, err = l.checkRedis(ctx, tenant, cost, now, mode)
 	}
@@ -324,6 +496,10 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 	}
 	return d, err
 }
+
+// monoMs is the deny cache's clock: milliseconds on the monotonic clock
+// since the Limiter was made.
+func (l *Limiter) monoMs() uint64 { return uint64(max(time.Since(l.monoStart).Milliseconds(), 0)) }
 
 func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {
 	call, err := l.handle.buildCall(tenant, cost, now, mode)

@@ -354,12 +354,13 @@ func TestCloseIsSafeTwice(t *testing.T) {
 	client := testredis.Client(t, nil)
 	p := testPolicy(t, slidelimit.SlidingLog, 3, 1000)
 	base := settledHandles(t)
-	// A Limiter on Redis holds a policy; one in memory a policy and an engine.
+	// A Limiter on Redis holds a policy and a deny cache; one in memory a
+	// policy and an engine.
 	limiters := []struct {
 		l       *slidelimit.Limiter
 		handles int64
-	}{{newRedisLimiter(t, client, p), 1}, {newMemoryLimiter(t, p), 2}}
-	live := base + 3
+	}{{newRedisLimiter(t, client, p), 2}, {newMemoryLimiter(t, p), 2}}
+	live := base + 4
 	if got := slidelimit.LiveHandles(); got != live {
 		t.Fatalf("%d live C handles, want %d", got, live)
 	}
@@ -410,7 +411,7 @@ func settledHandles(t *testing.T) int64 {
 }
 
 // Limiters dropped without Close are released by their finalizers: the count
-// of live C handles, up by 300 while 200 Limiters exist, comes back down once
+// of live C handles, up by 400 while 200 Limiters exist, comes back down once
 // they are dropped. runtime.GC does not wait for finalizers, so the test
 // polls, up to a deadline. `make test-go` runs it with GODEBUG=cgocheck=1 too.
 func TestFinalizersReleaseDroppedLimiters(t *testing.T) {
@@ -435,8 +436,9 @@ func TestFinalizersReleaseDroppedLimiters(t *testing.T) {
 			}
 			limiters = append(limiters, inMemory, onRedis)
 		}
-		// 100 in memory (a policy and an engine each), 100 on Redis (a policy).
-		if got, want := slidelimit.LiveHandles(), base+300; got != want {
+		// 100 in memory (a policy and an engine each), 100 on Redis (a
+		// policy and a deny cache each).
+		if got, want := slidelimit.LiveHandles(), base+400; got != want {
 			t.Fatalf("%d live C handles with 200 Limiters, want %d", got, want)
 		}
 		runtime.KeepAlive(limiters)

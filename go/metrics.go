@@ -26,7 +26,7 @@ type MetricSpec struct {
 	Buckets []float64
 }
 
-// MetricTable is core's metric table: the three metrics every binding exports.
+// MetricTable is core's metric table: the four metrics every binding exports.
 type MetricTable struct {
 	// Allowed is ratelimit_allowed_total, a counter of admitted acquires.
 	Allowed MetricSpec
@@ -35,6 +35,10 @@ type MetricTable struct {
 	// Wait is ratelimit_wait_seconds, a histogram of the retry-after handed
 	// to denied acquires (Decision.WaitSeconds).
 	Wait MetricSpec
+	// LocalDenied is ratelimit_local_denied_total, a counter of the denials
+	// the deny cache answered without a Redis call (AcquireEvent.Local);
+	// they count in Denied and Wait too.
+	LocalDenied MetricSpec
 }
 
 var (
@@ -48,8 +52,8 @@ var (
 // Callers get their own copy of the slices.
 func Metrics() (MetricTable, error) {
 	tableOnce.Do(func() {
-		rows := []*MetricSpec{&table.Allowed, &table.Denied, &table.Wait}
-		ids := []metricID{metricAllowedTotal, metricDeniedTotal, metricWaitSeconds}
+		rows := []*MetricSpec{&table.Allowed, &table.Denied, &table.Wait, &table.LocalDenied}
+		ids := []metricID{metricAllowedTotal, metricDeniedTotal, metricWaitSeconds, metricLocalDeniedTotal}
 		for i, id := range ids {
 			if *rows[i], tableErr = readMetric(id); tableErr != nil {
 				return
@@ -59,7 +63,8 @@ func Metrics() (MetricTable, error) {
 	if tableErr != nil {
 		return MetricTable{}, tableErr
 	}
-	return MetricTable{Allowed: table.Allowed.clone(), Denied: table.Denied.clone(), Wait: table.Wait.clone()}, nil
+	return MetricTable{Allowed: table.Allowed.clone(), Denied: table.Denied.clone(), Wait: table.Wait.clone(),
+		LocalDenied: table.LocalDenied.clone()}, nil
 }
 
 func (s MetricSpec) clone() MetricSpec {

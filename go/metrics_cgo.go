@@ -17,6 +17,8 @@ const (
 	metricAllowedTotal = metricID(C.SLIDELIMIT_METRIC_ALLOWED_TOTAL)
 	metricDeniedTotal  = metricID(C.SLIDELIMIT_METRIC_DENIED_TOTAL)
 	metricWaitSeconds  = metricID(C.SLIDELIMIT_METRIC_WAIT_SECONDS)
+
+	metricLocalDeniedTotal = metricID(C.SLIDELIMIT_METRIC_LOCAL_DENIED_TOTAL)
 )
 
 func metricWaitSecondsOf(retryAfterMs uint64) float64 {

@@ -16,6 +16,10 @@ type AcquireEvent struct {
 	Cost     uint64
 	Decision Decision
 	Err      error
+	// Local is true for a denial the Limiter's deny cache answered without
+	// a Redis call (WithDenyCache): counted as a denial, and in
+	// ratelimit_local_denied_total too.
+	Local bool
 }
 
 // Observer is told about every acquire of the Limiters it is given to with
@@ -45,11 +49,19 @@ func WithObserver(o Observer) Option {
 
 // observe tells every observer about one acquire.
 func (l *Limiter) observe(tenant string, cost uint64, d Decision, err error) {
+	l.notify(AcquireEvent{Resource: l.policy.Resource, Tenant: tenant, Cost: cost, Decision: d, Err: err})
+}
+
+// observeLocal tells every observer about a denial of the deny cache.
+func (l *Limiter) observeLocal(tenant string, cost uint64, d Decision) {
+	l.notify(AcquireEvent{Resource: l.policy.Resource, Tenant: tenant, Cost: cost, Decision: d, Local: true})
+}
+
+func (l *Limiter) notify(e AcquireEvent) {
 	if len(l.cfg.observers) == 0 {
 		return
 	}
-	e := AcquireEvent{Resource: l.policy.Resource, Tenant: tenant, Cost: cost, Decision: d, Err: err}
-	if err != nil {
+	if e.Err != nil {
 		e.Decision = Decision{}
 	}
 	for _, o := range l.cfg.observers {

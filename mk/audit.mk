@@ -10,19 +10,24 @@
 #   make test-audit    # short (part of make test): the log, then the
 #                      # bucketed window, uniform, 3 windows, standalone,
 #                      # Cluster, Cluster + failover; then the bucketed
-#                      # window on clocks skewed ±50 ms, standalone (~12 s)
+#                      # window on clocks skewed ±50 ms, standalone (~12 s);
+#                      # then a policy of several limits and the log with
+#                      # the local deny cache on, standalone and Cluster
+#   make bench-flood   # the deny cache's figure: Redis calls per attempt
+#                      # in a denial flood (audit/flood), 10x and 100x
 #   make conformance-cluster
 #   make audit AUDIT_DRIVERS=rust,go   # only these drivers (default: all registered)
 
 AUDIT_WINDOWS ?= 9
-AUDIT_RUNS ?= log:uniform,log:burst,bucketed:uniform,bucketed:burst,counter:uniform,counter:burst
+AUDIT_RUNS ?= log:uniform,log:burst,bucketed:uniform,bucketed:burst,counter:uniform,counter:burst,multi:uniform,multi:burst
 AUDIT_DRIVERS ?=
 AUDIT_SKEW_MS ?= 50
 AUDIT_DRIVER_FLAG = $(if $(AUDIT_DRIVERS),--drivers $(AUDIT_DRIVERS))
 
 TEST_TARGETS += test-audit conformance-cluster
+BENCH_TARGETS += bench-flood
 
-.PHONY: audit audit-deps test-audit conformance-cluster
+.PHONY: audit audit-deps test-audit conformance-cluster bench-flood
 
 # audit/run builds nothing: every registered driver is built first.
 audit-deps: deps drivers
@@ -33,12 +38,21 @@ test-audit: audit-deps
 		--targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:uniform --out .tmp/audit-short
 	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms $(AUDIT_SKEW_MS) \
 		--targets standalone --runs bucketed:uniform --out .tmp/audit-short
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 4 $(AUDIT_DRIVER_FLAG) --deny-cache --jitter-ms 20 \
+		--targets standalone,cluster --runs multi:uniform,log:uniform --out .tmp/audit-short-cache
 
 audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
 		--targets standalone,cluster,cluster-failover --runs $(AUDIT_RUNS) --out .tmp/audit
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
 		--skew-ms $(AUDIT_SKEW_MS) --targets standalone,cluster --runs log:uniform,bucketed:uniform --out .tmp/audit
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
+		--deny-cache --jitter-ms 20 --targets standalone,cluster,cluster-failover --runs log:burst,multi:uniform \
+		--out .tmp/audit-cache
+
+bench-flood: audit-deps
+	scripts/with-redis.sh audit/flood $(AUDIT_DRIVER_FLAG) --factor 10
+	scripts/with-redis.sh audit/flood $(AUDIT_DRIVER_FLAG) --factor 100
 
 # Every conformance column on the Cluster (SLIDELIMIT_CONFORMANCE_CLUSTER=1
 # makes the Redis columns use SLIDELIMIT_TEST_CLUSTER_URLS); the same table

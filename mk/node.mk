@@ -12,7 +12,7 @@ NODE_TOOLS := $(CURDIR)/.tmp/tools
 WASM_BINDGEN_VERSION := $(shell sed -n 's/^wasm-bindgen = "=\([0-9.]*\)".*/\1/p' wasm/Cargo.toml)
 WASM_BINDGEN := $(NODE_TOOLS)/bin/wasm-bindgen
 NODE_TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
-NODE_TEST_FILES := test/limiter.test.js test/cluster.test.js test/faults.test.js test/exports.test.mjs
+NODE_TEST_FILES := test/limiter.test.js test/multi_limit.test.js test/deny_cache.test.js test/cluster.test.js test/faults.test.js test/exports.test.mjs
 # BullMQ's own queue keys never expire (they are the app's, not slidelimit's):
 # dropped after the BullMQ tests so that the TTL check sees only ours.
 NODE_DROP_BULLMQ_KEYS := redis-cli -u "$$SLIDELIMIT_TEST_REDIS_URL" --scan --pattern "bull:*" \

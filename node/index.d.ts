@@ -3,12 +3,8 @@
 
 export type Algorithm = 'sliding_log' | 'sliding_counter' | 'bucketed_window';
 
-/** A rate-limit policy: `limit` permits per rolling `windowMs` milliseconds. */
-export interface PolicySpec {
-  /** Key namespace, `[A-Za-z0-9_.-]{1,64}`. Default `'rl'`. */
-  namespace?: string;
-  /** What is limited, e.g. `'geocode'`; `[A-Za-z0-9_.-]{1,64}`. */
-  resource: string;
+/** One limit: `limit` permits per rolling `windowMs` milliseconds under `algorithm`. */
+export interface LimitSpec {
   /**
    * Default `'sliding_log'` (exact). `'sliding_counter'` is approximate, O(1) memory.
    * `'bucketed_window'` is exact with O(buckets) memory; a permit may be held up to
@@ -24,7 +20,45 @@ export interface PolicySpec {
   buckets?: number;
 }
 
-/** The validated policy, as core holds it. */
+interface PolicyNames {
+  /** Key namespace, `[A-Za-z0-9_.-]{1,64}`. Default `'rl'`. */
+  namespace?: string;
+  /** What is limited, e.g. `'geocode'`; `[A-Za-z0-9_.-]{1,64}`. */
+  resource: string;
+}
+
+/** A policy of one limit: `limit` permits per rolling `windowMs` milliseconds. */
+export interface SinglePolicySpec extends PolicyNames, LimitSpec {
+  limits?: undefined;
+}
+
+/**
+ * A policy of several limits (1 to 8), e.g. 20 per second and 600 per minute:
+ * a check passes only if every limit allows it, and records in all or none.
+ * Errors name a limit's field by position (`limits[1].window_ms`); two limits
+ * with the same algorithm, window and buckets are an error on `limits`, and so
+ * is `limits` given with `algorithm`, `limit`, `windowMs` or `buckets`.
+ */
+export interface MultiLimitPolicySpec extends PolicyNames {
+  limits: readonly LimitSpec[];
+  algorithm?: undefined;
+  limit?: undefined;
+  windowMs?: undefined;
+  buckets?: undefined;
+}
+
+export type PolicySpec = SinglePolicySpec | MultiLimitPolicySpec;
+
+/** One validated limit, as core holds it (frozen). */
+export interface LimitInfo {
+  readonly algorithm: Algorithm;
+  readonly limit: number;
+  readonly windowMs: number;
+  /** The bucket count of a `'bucketed_window'` (default filled in); absent for the others. */
+  readonly buckets?: number;
+}
+
+/** The validated policy, as core holds it. `algorithm` to `buckets` are its first limit's. */
 export interface PolicyInfo {
   readonly namespace: string;
   readonly resource: string;
@@ -33,6 +67,8 @@ export interface PolicyInfo {
   readonly windowMs: number;
   /** The bucket count of a `'bucketed_window'` (default filled in); absent for the others. */
   readonly buckets?: number;
+  /** Every limit, in the order given (one for a policy of one limit). */
+  readonly limits: readonly LimitInfo[];
 }
 
 export interface CheckOptions {
@@ -53,6 +89,12 @@ export interface Decision {
   resetAfterMs: number;
   /** The time the decision was made at. */
   nowMs: number;
+  /**
+   * For a denial by a policy of several limits: the position (from 0) of the
+   * limit that denied with the longest retry. null when allowed and for a
+   * policy of one limit.
+   */
+  deniedBy: number | null;
 }
 
 /** What runs the scripts: an ioredis `Redis` or `Cluster` (or anything with these methods). */
@@ -71,6 +113,17 @@ export interface LimiterOptions {
   timeoutMs?: number;
   /** Metrics to update on every acquire; anything else than a Metrics (or null) is `InvalidArgumentError` naming `metrics`. */
   metrics?: Metrics | null;
+  /**
+   * The local deny cache, on by default with room for 10,000 tenants: after
+   * Redis denies an acquire of cost c with retry R, acquires of the same
+   * tenant with cost >= c within R are denied in-process without a Redis
+   * call. Only acquires on server time use it (not peeks, not `nowMs`).
+   * A reset by another process is not seen: the tenant stays denied here
+   * until the cached retry runs out (this limiter's own `reset` clears it).
+   * `false` switches it off; `capacity` is 1 to 2^24 tenants
+   * (`InvalidArgumentError` naming `deny_cache_capacity` otherwise).
+   */
+  denyCache?: boolean | { capacity?: number } | null;
 }
 
 export interface MemoryLimiterOptions {
@@ -105,11 +158,11 @@ export class Limiter implements RateLimiter {
   acquire(tenant: string, options?: CheckOptions): Promise<Decision>;
   /** What `acquire` would answer, recording nothing. */
   peek(tenant: string, options?: CheckOptions): Promise<Decision>;
-  /** Forgets `tenant`; true if anything was recorded. */
+  /** Forgets `tenant` (every limit's key, and its cached denial); true if anything was recorded. */
   reset(tenant: string): Promise<boolean>;
 }
 
-/** Core's in-memory engine behind the limiter API. */
+/** Core's in-memory engine behind the limiter API (no deny cache). */
 export class MemoryLimiter implements RateLimiter {
   constructor(policy: PolicySpec, options?: MemoryLimiterOptions);
   readonly policy: PolicyInfo;
@@ -134,10 +187,15 @@ export interface MetricsOptions {
   client?: unknown;
 }
 
-/** `ratelimit_allowed_total`, `ratelimit_denied_total`, `ratelimit_wait_seconds`. */
+/**
+ * `ratelimit_allowed_total`, `ratelimit_denied_total`, `ratelimit_local_denied_total`
+ * (denials of the local deny cache, counted in `ratelimit_denied_total` too) and
+ * `ratelimit_wait_seconds`.
+ */
 export class Metrics {
   constructor(options?: MetricsOptions);
-  observe(resource: string, tenant: string, decision: Decision): void;
+  /** `local`: the deny cache denied it without a Redis call. */
+  observe(resource: string, tenant: string, decision: Decision, local?: boolean): void;
 }
 
 export type ErrorCode =

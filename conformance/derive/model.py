@@ -36,6 +36,8 @@ ALGORITHMS = {"sliding_log": "log", "sliding_counter": "counter", "bucketed_wind
 # a binding's caller that names no buckets gets DEFAULT_BUCKETS.
 MAX_BUCKETS = 3600
 DEFAULT_BUCKETS = 60
+# A policy holds 1 to MAX_LIMITS limits (docs/protocol.md, "Several limits").
+MAX_LIMITS = 8
 
 # Brute-force searches walk millisecond by millisecond up to this many steps;
 # past it (day-long windows) they use an exhaustive search over the instants
@@ -120,6 +122,8 @@ def check_step(p: dict, now_ms: int, tenant: str, cost: int) -> None:
 
 def first_error_field(p: dict, step: dict) -> str | None:
     """The field the contract's error names for this policy and step, or None."""
+    if "limits" in p:
+        return first_multi_error_field(p, step)
     try:
         check_policy(p)
         check_step(p, step["now_ms"], step["tenant"], step["cost"])
@@ -594,6 +598,113 @@ class BucketedWindow:
 # ----------------------------------------------------------------- vectors
 
 
+# ------------------------------------------------------------ several limits
+
+
+def limit_policy(policy: dict, limit: dict) -> dict:
+    """One limit of a policy of several, as a policy of its own."""
+    return {"namespace": policy["namespace"], "resource": policy["resource"], **limit}
+
+
+def check_multi_policy(p: dict) -> None:
+    """Names first, then the count of limits, then each limit in order by the
+    one-limit rules (named limits[i].<field> when there are several), then no
+    two limits on one key (same algorithm, window and bucket count)."""
+    check_name("namespace", p["namespace"])
+    check_name("resource", p["resource"])
+    limits = p["limits"]
+    if not 1 <= len(limits) <= MAX_LIMITS:
+        raise InvalidArgument("limits")
+    for i, limit in enumerate(limits):
+        try:
+            check_policy(limit_policy(p, limit))
+        except InvalidArgument as err:
+            raise InvalidArgument(err.field if len(limits) == 1 else f"limits[{i}].{err.field}") from None
+    seen = set()
+    for limit in limits:
+        where = (limit["algorithm"], limit["window_ms"], buckets_of(limit))
+        if where in seen:
+            raise InvalidArgument("limits")
+        seen.add(where)
+
+
+def check_multi_step(p: dict, now_ms: int, tenant: str, cost: int) -> None:
+    check_tenant(tenant)
+    if not 1 <= cost <= min(limit["limit"] for limit in p["limits"]):
+        raise InvalidArgument("cost")
+    if not 0 <= now_ms <= MAX_NOW_MS:
+        raise InvalidArgument("now_ms")
+
+
+def first_multi_error_field(p: dict, step: dict) -> str | None:
+    try:
+        check_multi_policy(p)
+        check_multi_step(p, step["now_ms"], step["tenant"], step["cost"])
+    except InvalidArgument as err:
+        return err.field
+    return None
+
+
+def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None) -> list[dict]:
+    """A policy of several limits: each limit is its own engine on its own
+    key; a step passes iff every limit would pass it, and only then records
+    in each. The aggregate (remaining the smallest, reset the largest, retry
+    the largest of the denying limits, denied_by the first limit giving it)
+    is checked by brute force: at now + retry every limit passes, one ms
+    earlier some limit does not."""
+    try:
+        check_multi_policy(policy)
+    except InvalidArgument:
+        return [{"error": "invalid_argument"} for _ in steps]
+    limits = [limit_policy(policy, limit) for limit in policy["limits"]]
+    state: dict[str, object] = {}
+    out = []
+    for step in steps:
+        now, cost, tenant = step["now_ms"], step["cost"], step["tenant"]
+        try:
+            check_multi_step(policy, now, tenant, cost)
+        except InvalidArgument:
+            out.append({"error": "invalid_argument"})
+            continue
+        engines = []
+        for lp in limits:
+            key, _ = derive_key(lp["namespace"], lp["resource"], tenant, lp["algorithm"],
+                                lp["window_ms"], buckets_of(lp))
+            engines.append(state.setdefault(key, new_engine(lp)))
+        trial_engines = [copy.deepcopy(e) for e in engines]
+        trial = [te.acquire(now, cost) for te in trial_engines]
+        allowed = all(d.allowed for d in trial)
+        if allowed and not step.get("peek"):
+            for e, d in zip(engines, trial):
+                agree("a recording limit decides as its trial", e.acquire(now, cost), d)
+
+        def all_pass(at: int) -> bool:
+            return all(copy.deepcopy(e).acquire(at, cost).allowed for e in engines)
+
+        result = {
+            "allowed": allowed,
+            "remaining": min(d.remaining for d in trial),
+            "retry_after_ms": 0,
+            "reset_after_ms": max(d.reset_after_ms for d in trial),
+            "now_ms": now,
+        }
+        if not allowed:
+            retry = max(d.retry_after_ms for d in trial)
+            agree("every limit passes at now + retry", all_pass(now + retry), True)
+            agree("some limit denies at now + retry - 1", all_pass(now + retry - 1), False)
+            result["retry_after_ms"] = retry
+            if len(limits) > 1:
+                result["denied_by"] = next(i for i, d in enumerate(trial) if d.retry_after_ms == retry and not d.allowed)
+        out.append(result)
+        if hits is not None:
+            for te in trial_engines:
+                hits |= te.hits
+            if not allowed and len(limits) > 1:
+                denying = sum(1 for d in trial if not d.allowed)
+                hits.add("multi-denied-by-one" if denying == 1 else "multi-denied-by-several")
+    return out
+
+
 def new_engine(policy: dict):
     if policy["algorithm"] == "sliding_log":
         return SlidingLog(policy["limit"], policy["window_ms"])
@@ -606,6 +717,8 @@ def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = No
     """Expectations for each step of a decision vector, from empty state;
     `hits` collects which denial cases of the contract the vector reaches. A
     step with "peek": true decides as acquire would and writes nothing."""
+    if "limits" in policy:
+        return derive_multi_steps(policy, steps, hits)
     try:
         check_policy(policy)
     except InvalidArgument:

@@ -653,10 +653,110 @@ VALIDATION = [
              hits=["bucketed-denied-oldest-bucket"]),
 ]
 
+# ------------------------------------------------------------ several limits
+
+
+def L(algorithm: str, limit: int, window_ms: int, buckets: int | None = None) -> dict:
+    limit_ = {"algorithm": algorithm, "limit": limit, "window_ms": window_ms}
+    if buckets is not None:
+        limit_["buckets"] = buckets
+    return limit_
+
+
+def multi(name, comment, limits, steps, namespace="rl", resource=None, hits=(), clock_regression=False,
+          field=None):
+    """A policy of several limits (docs/protocol.md, "Several limits")."""
+    if resource is None:
+        resource = name.replace("/", "-")
+    return {
+        "name": name,
+        "kind": "decision",
+        "comment": comment,
+        "policy": {"namespace": namespace, "resource": resource, "limits": limits},
+        "steps": steps,
+        "_hits": set(hits),
+        "_clock_regression": clock_regression,
+        "_field": field,
+    }
+
+
+SECOND_AND_TEN = [L("sliding_log", 2, 1000), L("sliding_log", 3, 10_000)]
+
+MULTI = [
+    multi("multi/second-then-ten-seconds", "2 per second and 3 per 10 s, both logs: the second limit allows a third "
+          "permit the first denies (denied_by 0, nothing recorded anywhere, so the 10 s limit still has room a "
+          "second later), then the 10 s limit denies alone (denied_by 1) with its own, longer retry.",
+          SECOND_AND_TEN, [S(T0), S(T0 + 1), S(T0 + 2), S(T0 + 1000), S(T0 + 1001), S(T0 + 2500)],
+          hits=["multi-denied-by-one", "log-denied-k=1"]),
+    multi("multi/both-deny-longest-retry", "Both limits deny at once: the retry is the longer one (the 10 s "
+          "limit's), remaining the smaller, reset the larger, and denied_by names the 10 s limit.",
+          SECOND_AND_TEN, [S(T0), S(T0 + 1), S(T0 + 1000), S(T0 + 1000), S(T0 + 1001)],
+          hits=["multi-denied-by-several"]),
+    multi("multi/all-or-none-cost", "A cost of 2 that the bucketed limit allows and the log denies records in "
+          "neither: the bucketed limit later admits exactly 2 + 1 + 2 = 5 of its 6, which it could not had the "
+          "denied 2 been recorded.",
+          [L("sliding_log", 3, 1000), L("bucketed_window", 6, 10_000, 10)],
+          [S(T0, 2), S(T0 + 100, 2), S(T0 + 200), S(T0 + 1000, 2), S(T0 + 1100), S(T0 + 2000, 2)],
+          hits=["multi-denied-by-one"]),
+    multi("multi/equal-retries-first-named", "Two limits deny with the same retry: denied_by names the first of them.",
+          [L("sliding_log", 1, 1000), L("bucketed_window", 1, 1000, 1000)], [S(T0), S(T0 + 400)],
+          hits=["multi-denied-by-several"]),
+    multi("multi/three-algorithms", "A log, a counter and a bucketed window in one policy: each decides as it would "
+          "alone, the call passes only when all three do, and a denial names the one with the longest wait.",
+          [L("sliding_log", 4, 1000), L("sliding_counter", 6, 5000), L("bucketed_window", 8, 20_000, 20)],
+          [S(T0), S(T0 + 10, 3), S(T0 + 20), S(T0 + 1200, 2), S(T0 + 1300), S(T0 + 2500), S(T0 + 5600, 2),
+           S(T0 + 7000), S(T0 + 9000, 4), S(T0 + 21_000, 4)],
+          hits=["multi-denied-by-one"]),
+    multi("multi/peek-records-nothing", "Peeks decide as acquires would and record in no limit.",
+          SECOND_AND_TEN, [P(T0), P(T0, 2), S(T0), P(T0 + 1, 2), S(T0 + 1), P(T0 + 2), S(T0 + 1000), P(T0 + 1001)],
+          hits=["multi-denied-by-one"]),
+    multi("multi/tenants-apart", "Each tenant has its own keys for every limit; one tenant's denial does not touch "
+          "another's budget.", SECOND_AND_TEN,
+          [S(T0, 1, "a"), S(T0, 1, "a"), S(T0, 1, "b"), S(T0 + 1, 1, "a"), S(T0 + 1, 1, "b"), S(T0 + 2, 1, "b")],
+          hits=["multi-denied-by-one"]),
+    multi("multi/lagging-caller", "Clocks that disagree: a lagging caller is evaluated at the newest admission of "
+          "each exact limit (the time rule), in every limit.",
+          [L("sliding_log", 2, 1000), L("bucketed_window", 3, 10_000, 10)],
+          [S(T0 + 5000), S(T0 + 5000), S(T0 + 4200), S(T0 + 6000), S(T0 + 5500)],
+          clock_regression=True, hits=["multi-denied-by-one"]),
+    multi("multi/eight-limits", "Eight limits, the most a policy holds: windows of 1 s to 128 s, each allowing "
+          "a little more than the last.",
+          [L("sliding_log", 2 + i, 1000 * 2**i) for i in range(8)],
+          [S(T0), S(T0 + 1), S(T0 + 2), S(T0 + 1000), S(T0 + 2000), S(T0 + 3000), S(T0 + 4000)],
+          hits=["multi-denied-by-one"]),
+    multi("multi/one-limit-is-the-policy", "A list of one limit is that limit's plain policy: the same decisions, "
+          "and no denied_by.", [L("sliding_log", 2, 1000)], [S(T0), S(T0 + 1), S(T0 + 2), S(T0 + 1000)],
+          hits=["log-denied-k=1"]),
+    # Validation of several limits; `field` is the field the first step's error names.
+    multi("validation/multi-empty", "A policy with no limits is invalid_argument on limits.", [], [S(T0)],
+          field="limits"),
+    multi("validation/multi-nine-limits", "Nine limits are one more than a policy holds: invalid_argument on limits.",
+          [L("sliding_log", 2, 1000 * (i + 1)) for i in range(9)], [S(T0)], field="limits"),
+    multi("validation/multi-same-key", "Two limits of one algorithm and window would count in one key: "
+          "invalid_argument on limits, whatever their limits.",
+          [L("sliding_log", 2, 1000), L("sliding_log", 5, 1000)], [S(T0)], field="limits"),
+    multi("validation/multi-same-window-other-algorithms", "One window under two algorithms is two keys: valid.",
+          [L("sliding_log", 2, 1000), L("sliding_counter", 5, 1000)], [S(T0), S(T0 + 1), S(T0 + 2)],
+          hits=["multi-denied-by-one"]),
+    multi("validation/multi-bad-window", "A bad field of one limit names that limit: limits[1].window_ms.",
+          [L("sliding_log", 2, 1000), L("sliding_log", 3, 0)], [S(T0)], field="limits[1].window_ms"),
+    multi("validation/multi-buckets-on-log", "buckets on a limit that is not a bucketed window: limits[0].buckets.",
+          [L("sliding_log", 2, 1000, 10), L("bucketed_window", 3, 10_000, 10)], [S(T0)], field="limits[0].buckets"),
+    multi("validation/multi-default-buckets-must-divide", "A bucketed limit naming no buckets takes 60, which must "
+          "divide its window: limits[1].buckets.", [L("sliding_log", 2, 1000), L("bucketed_window", 3, 1000)],
+          [S(T0)], field="limits[1].buckets"),
+    multi("validation/multi-cost-above-smallest-limit", "cost must fit every limit: 3 exceeds the first limit's 2 "
+          "(invalid_argument on cost for that step alone), 2 passes.", SECOND_AND_TEN, [S(T0, 3), S(T0, 2)],
+          field="cost"),
+    multi("validation/multi-one-bad-limit-keeps-its-name", "A list of one limit names its fields as the plain "
+          "policy does: window_ms.", [L("sliding_log", 2, 0)], [S(T0)], field="window_ms"),
+]
+
 FILES = {
     "keys.json": KEYS,
     "sliding_log.json": LOG,
     "sliding_counter.json": COUNTER,
     "validation.json": VALIDATION,
     "bucketed_window.json": BUCKETED,
+    "multi_limit.json": MULTI,
 }

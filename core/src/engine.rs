@@ -16,10 +16,10 @@
 //! time never expires a key, so a peek or another tenant's call at a far-off
 //! caller time cannot make the engine forget state Redis still holds.
 
-use crate::decision::{Decision, REPLY_LEN};
+use crate::decision::{Decision, MAX_LIMITS};
 use crate::error::{Error, ErrorCode, Result};
 use crate::policy::{Algorithm, Policy};
-use crate::script::{Mode, ScriptCall};
+use crate::script::{Mode, Script, ScriptCall, ScriptKind};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
@@ -117,7 +117,12 @@ fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
     };
     // The prelude's rules on limit and window_ms answer first (the counter
     // has no bound of its own, so its rules are exactly the prelude's).
-    let algorithm = call.script.algorithm;
+    let Some(algorithm) = call.script.algorithm() else {
+        return Err(Error::new(
+            ErrorCode::Internal,
+            "parse_args is for one-limit scripts",
+        ));
+    };
     crate::policy::check_limit_and_window(Algorithm::SlidingCounter, limit, window)?;
     // Then the algorithm's file: its count of arguments, its own bound.
     let (argc, argc_words) = match algorithm {
@@ -169,9 +174,15 @@ impl MemoryEngine {
     /// every call the only time that expires keys (a key written with
     /// `PEXPIRE ttl` is gone once `clock_ms` passes the write's clock + ttl),
     /// whatever `now_ms` the caller passed.
-    pub fn eval(&self, call: &ScriptCall, clock_ms: u64) -> Result<[i64; REPLY_LEN]> {
-        let args = parse_args(call, clock_ms)?;
+    pub fn eval(&self, call: &ScriptCall, clock_ms: u64) -> Result<Vec<i64>> {
         let write = call.script.mode == Mode::Acquire;
+        let single = match call.script.kind {
+            ScriptKind::Single(algorithm) => Some((algorithm, parse_args(call, clock_ms)?)),
+            ScriptKind::MultiLimit => {
+                check_multi_args(call)?;
+                None
+            }
+        };
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
         state.calls += 1;
         if state.calls.is_multiple_of(SWEEP_EVERY) {
@@ -179,20 +190,13 @@ impl MemoryEngine {
             // Redis's own active expiry, and it keeps memory bounded.
             state.keys.retain(|_, e| !expired(e.expires_at, clock_ms));
         }
-        let key = &call.keys[0];
-        if state
-            .keys
-            .get(key)
-            .is_some_and(|e| expired(e.expires_at, clock_ms))
-        {
-            state.keys.remove(key);
+        match single {
+            Some((algorithm, args)) => {
+                let decision = run_one(&mut state, algorithm, &call.keys[0], &args, write)?;
+                Ok(decision.to_reply(1))
+            }
+            None => Ok(run_multi(&mut state, call, clock_ms, write)?.to_reply(call.keys.len())),
         }
-        let decision = match call.script.algorithm {
-            Algorithm::SlidingLog => sliding_log(&mut state.keys, key, &args, write)?,
-            Algorithm::SlidingCounter => sliding_counter(&mut state.keys, key, &args, write)?,
-            Algorithm::BucketedWindow => bucketed_window(&mut state.keys, key, &args, write)?,
-        };
-        Ok(decision.to_reply())
     }
 
     /// One acquire or peek, as a binding runs it: `now_ms` is the caller's
@@ -232,11 +236,16 @@ impl MemoryEngine {
         self.check(policy, tenant, cost, Some(now_ms), now_ms, Mode::Peek)
     }
 
-    /// Forgets everything recorded for `tenant` under `policy`. True if anything was.
+    /// Forgets everything recorded for `tenant` under `policy` (every limit's
+    /// key). True if anything was.
     pub fn reset(&self, policy: &Policy, tenant: &str) -> Result<bool> {
-        let key = policy.key(tenant)?;
+        let keys = policy.keys(tenant)?;
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        Ok(state.keys.remove(&key).is_some())
+        let mut removed = false;
+        for key in keys {
+            removed |= state.keys.remove(&key).is_some();
+        }
+        Ok(removed)
     }
 
     /// Keys currently held. A key whose TTL has passed on the engine's clock
@@ -263,6 +272,134 @@ impl MemoryEngine {
             Some(Value::Buckets { counts, .. }) => counts.len() as u64,
         }
     }
+}
+
+/// One limit's check on its key, as its script runs it.
+fn run_one(
+    state: &mut State,
+    algorithm: Algorithm,
+    key: &str,
+    args: &Args,
+    write: bool,
+) -> Result<Decision> {
+    if state
+        .keys
+        .get(key)
+        .is_some_and(|e| expired(e.expires_at, args.clock))
+    {
+        state.keys.remove(key);
+    }
+    match algorithm {
+        Algorithm::SlidingLog => sliding_log(&mut state.keys, key, args, write),
+        Algorithm::SlidingCounter => sliding_counter(&mut state.keys, key, args, write),
+        Algorithm::BucketedWindow => bucketed_window(&mut state.keys, key, args, write),
+    }
+}
+
+/// `lua/multi_limit.lua`'s own checks, in its order: the counts of keys and
+/// arguments, cost and now_ms as digits, no key twice, each algorithm's
+/// name, buckets only for the bucketed window.
+fn check_multi_args(call: &ScriptCall) -> Result<()> {
+    let n = call.keys.len();
+    if !(1..=MAX_LIMITS).contains(&n) || call.args.len() != 2 + 4 * n {
+        return Err(Error::new(
+            ErrorCode::ScriptError,
+            "slidelimit: expected 1 to 8 keys and 2 + 4 per key arguments",
+        ));
+    }
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(&call.args[0]) {
+        return Err(Error::invalid(
+            "cost",
+            "must be a decimal integer (digits only)",
+        ));
+    }
+    if !(call.args[1].is_empty() || digits(&call.args[1])) {
+        return Err(Error::invalid(
+            "now_ms",
+            "must be empty or a decimal integer (digits only)",
+        ));
+    }
+    for (i, key) in call.keys.iter().enumerate() {
+        if call.keys[..i].contains(key) {
+            return Err(Error::new(
+                ErrorCode::ScriptError,
+                "slidelimit: two limits name one key",
+            ));
+        }
+        let algorithm = Algorithm::parse(&call.args[2 + 4 * i]).map_err(|_| {
+            Error::invalid(
+                "algorithm",
+                "must be sliding_log, sliding_counter or bucketed_window",
+            )
+        })?;
+        if algorithm != Algorithm::BucketedWindow && !call.args[5 + 4 * i].is_empty() {
+            return Err(Error::invalid(
+                "buckets",
+                "only the bucketed_window algorithm has buckets",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The multi-limit script: every limit decides at one time without
+/// writing; only if all allow (and this is an acquire) does each record.
+fn run_multi(state: &mut State, call: &ScriptCall, clock_ms: u64, write: bool) -> Result<Decision> {
+    let now = match call.args[1].as_str() {
+        "" => clock_ms.to_string(),
+        given => given.to_owned(),
+    };
+    let limit_call = |i: usize, mode: Mode| -> Result<(Algorithm, ScriptCall)> {
+        let a = &call.args[2 + 4 * i..6 + 4 * i];
+        let algorithm = Algorithm::parse(&a[0])?;
+        let mut args = vec![
+            a[1].clone(),
+            a[2].clone(),
+            call.args[0].clone(),
+            now.clone(),
+        ];
+        if algorithm == Algorithm::BucketedWindow {
+            args.push(a[3].clone());
+        }
+        let single = ScriptCall {
+            script: Script::new(algorithm, mode),
+            keys: vec![call.keys[i].clone()],
+            args,
+        };
+        Ok((algorithm, single))
+    };
+    let mut decision = Decision {
+        allowed: true,
+        remaining: u64::MAX,
+        retry_after_ms: 0,
+        reset_after_ms: 0,
+        now_ms: 0,
+        denied_by: None,
+    };
+    for i in 0..call.keys.len() {
+        let (algorithm, single) = limit_call(i, Mode::Peek)?;
+        let args = parse_args(&single, clock_ms)?;
+        let d = run_one(state, algorithm, &single.keys[0], &args, false)?;
+        if !d.allowed {
+            decision.allowed = false;
+            if d.retry_after_ms > decision.retry_after_ms {
+                decision.retry_after_ms = d.retry_after_ms;
+                decision.denied_by = Some(i as u32);
+            }
+        }
+        decision.remaining = decision.remaining.min(d.remaining);
+        decision.reset_after_ms = decision.reset_after_ms.max(d.reset_after_ms);
+        decision.now_ms = d.now_ms;
+    }
+    if decision.allowed && write {
+        for i in 0..call.keys.len() {
+            let (algorithm, single) = limit_call(i, Mode::Acquire)?;
+            let args = parse_args(&single, clock_ms)?;
+            run_one(state, algorithm, &single.keys[0], &args, true)?;
+        }
+    }
+    Ok(decision)
 }
 
 fn sliding_log(
@@ -314,6 +451,7 @@ fn sliding_log(
             retry_after_ms: 0,
             reset_after_ms: ttl,
             now_ms: a.now,
+            denied_by: None,
         });
     }
 
@@ -339,6 +477,7 @@ fn sliding_log(
         retry_after_ms: kth + a.window - a.now,
         reset_after_ms: newest + a.window - a.now,
         now_ms: a.now,
+        denied_by: None,
     })
 }
 
@@ -416,6 +555,7 @@ fn sliding_counter(
         retry_after_ms: retry_after as u64,
         reset_after_ms: reset_after as u64,
         now_ms: a.now,
+        denied_by: None,
     })
 }
 
@@ -467,6 +607,7 @@ fn bucketed_window(
             retry_after_ms: 0,
             reset_after_ms: ttl,
             now_ms: a.now,
+            denied_by: None,
         });
     }
 
@@ -489,6 +630,7 @@ fn bucketed_window(
         retry_after_ms: x(freeing) - a.now,
         reset_after_ms: x(newest / g) - a.now,
         now_ms: a.now,
+        denied_by: None,
     })
 }
 
@@ -507,6 +649,7 @@ mod tests {
             retry_after_ms: retry,
             reset_after_ms: reset,
             now_ms: now,
+            denied_by: None,
         }
     }
 
@@ -1068,6 +1211,41 @@ mod tests {
         e.eval(&call, 0).unwrap();
         call.script = crate::Script::new(Algorithm::SlidingCounter, Mode::Acquire);
         assert_eq!(e.eval(&call, 0).unwrap_err().code(), ErrorCode::WrongType);
+    }
+
+    #[test]
+    fn several_limits_record_in_all_or_none() {
+        use crate::Limit;
+        // 2 per second and 3 per 10 seconds, log and bucketed.
+        let mut ten_s = Limit::new(Algorithm::BucketedWindow, 3, 10_000);
+        ten_s.buckets = Some(10);
+        let p = Policy::with_limits(
+            "rl",
+            "geo",
+            &[Limit::new(Algorithm::SlidingLog, 2, 1000), ten_s],
+        )
+        .unwrap();
+        let e = MemoryEngine::new();
+        let [log_key, bucket_key] = [0, 1].map(|i| p.keys("t").unwrap()[i].clone());
+        let at = |now| e.acquire(&p, "t", 1, now).unwrap();
+        assert_eq!((at(0).allowed, at(1).allowed), (true, true));
+        // The second-limit allows one more, the first denies: nothing recorded.
+        let denied = at(2);
+        assert_eq!(
+            (denied.allowed, denied.denied_by, denied.retry_after_ms),
+            (false, Some(0), 998)
+        );
+        assert_eq!((e.held(&log_key), e.held(&bucket_key)), (2, 1));
+        assert_eq!(at(1000).remaining, 0);
+        // Both deny now; the retry is the longer one, the 10 s limit's.
+        let both = at(1001);
+        assert_eq!(both.denied_by, Some(1));
+        assert_eq!(both.retry_after_ms, 999 + 10_000 - 1001);
+        assert_eq!(both.remaining, 0);
+        // Peek never records; reset forgets every limit.
+        assert!(e.peek(&p, "t", 1, 1500).unwrap().denied_by.is_some());
+        assert!(e.reset(&p, "t").unwrap());
+        assert_eq!(e.key_count(), 0);
     }
 
     #[test]

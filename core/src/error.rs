@@ -97,6 +97,24 @@ impl Error {
         }
     }
 
+    /// This error about a field of a limit, renamed for the limit at
+    /// `index` of a policy of several (`limit` becomes `limits[1].limit`).
+    pub(crate) fn at_limit(self, index: usize) -> Error {
+        let Some(field) = self.field else {
+            return self;
+        };
+        let Some(renamed) = crate::policy::limit_field(index, field) else {
+            return self;
+        };
+        let problem = self
+            .message
+            .strip_prefix(field)
+            .and_then(|m| m.strip_prefix(": "))
+            .unwrap_or(&self.message)
+            .to_owned();
+        Error::invalid(renamed, problem)
+    }
+
     pub fn code(&self) -> ErrorCode {
         self.code
     }

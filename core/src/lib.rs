@@ -21,6 +21,7 @@
 //! ```
 
 mod decision;
+mod deny_cache;
 mod engine;
 mod error;
 mod key;
@@ -31,7 +32,8 @@ mod script;
 mod server_error;
 mod timeout;
 
-pub use decision::{Decision, REPLY_LEN};
+pub use decision::{Decision, MAX_LIMITS, MULTI_REPLY_LEN, REPLY_LEN};
+pub use deny_cache::{DenyCache, DEFAULT_DENY_CACHE_CAPACITY, MAX_DENY_CACHE_CAPACITY};
 pub use engine::MemoryEngine;
 pub use error::{classify_server_error, Error, ErrorCode, Result, ServerErrorKind};
 pub use key::{
@@ -40,14 +42,15 @@ pub use key::{
 pub use metrics::{
     wait_seconds, COUNTER_LABELS, COUNTER_LABELS_WITH_TENANT, LABEL_RESOURCE, LABEL_TENANT,
     METRIC_ALLOWED_TOTAL, METRIC_ALLOWED_TOTAL_HELP, METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP,
-    METRIC_WAIT_SECONDS, METRIC_WAIT_SECONDS_HELP, WAIT_BUCKETS, WAIT_LABELS,
+    METRIC_LOCAL_DENIED_TOTAL, METRIC_LOCAL_DENIED_TOTAL_HELP, METRIC_WAIT_SECONDS,
+    METRIC_WAIT_SECONDS_HELP, WAIT_BUCKETS, WAIT_LABELS,
 };
 pub use number::u64_from_f64;
 pub use policy::{
-    check_now_ms, Algorithm, Policy, DEFAULT_ALGORITHM, DEFAULT_BUCKETS, DEFAULT_NAMESPACE,
-    MAX_BUCKETS, MAX_LIMIT_TIMES_WINDOW, MAX_LOG_LIMIT, MAX_NOW_MS,
+    check_now_ms, limit_field, Algorithm, Limit, Policy, DEFAULT_ALGORITHM, DEFAULT_BUCKETS,
+    DEFAULT_NAMESPACE, MAX_BUCKETS, MAX_LIMIT_TIMES_WINDOW, MAX_LOG_LIMIT, MAX_NOW_MS,
 };
-pub use script::{Mode, Script, ScriptCall};
+pub use script::{Mode, Script, ScriptCall, ScriptKind};
 pub use server_error::{
     map_command_error, map_server_error, map_server_error_after_retry, ServerErrorAction,
 };

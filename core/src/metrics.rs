@@ -11,6 +11,13 @@ pub const METRIC_ALLOWED_TOTAL_HELP: &str = "Acquires allowed by the rate limite
 pub const METRIC_DENIED_TOTAL: &str = "ratelimit_denied_total";
 pub const METRIC_DENIED_TOTAL_HELP: &str = "Acquires denied by the rate limiter.";
 
+/// Counter of the denied acquires the local deny cache answered in-process,
+/// without a Redis call (each also counts in `ratelimit_denied_total`, so
+/// Redis denials are the difference). Same labels as the other counters.
+pub const METRIC_LOCAL_DENIED_TOTAL: &str = "ratelimit_local_denied_total";
+pub const METRIC_LOCAL_DENIED_TOTAL_HELP: &str =
+    "Acquires denied in-process by the local deny cache, without a Redis call.";
+
 /// Histogram of the retry_after handed to denied callers, in seconds.
 pub const METRIC_WAIT_SECONDS: &str = "ratelimit_wait_seconds";
 pub const METRIC_WAIT_SECONDS_HELP: &str = "retry_after handed to denied callers, in seconds.";

@@ -88,21 +88,112 @@ impl Algorithm {
     ];
 }
 
-/// A rate-limit policy that has passed validation; only [`Policy::new`] makes one.
+/// One limit of a policy, as a caller states it: `limit` permits per
+/// `window_ms` under `algorithm`, and the bucket count of a bucketed window
+/// (`None`: [`DEFAULT_BUCKETS`]). [`Policy::with_limits`] validates it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Limit {
+    pub algorithm: Algorithm,
+    pub limit: u64,
+    pub window_ms: u64,
+    pub buckets: Option<u64>,
+}
+
+impl Limit {
+    pub const fn new(algorithm: Algorithm, limit: u64, window_ms: u64) -> Limit {
+        Limit {
+            algorithm,
+            limit,
+            window_ms,
+            buckets: None,
+        }
+    }
+}
+
+/// A validated limit and its ARGV, formatted once, not per check.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct Rule {
+    /// As validated: `buckets` is Some for the bucketed window only.
+    pub(crate) limit: Limit,
+    pub(crate) limit_arg: String,
+    pub(crate) window_arg: String,
+    pub(crate) buckets_arg: Option<String>,
+}
+
+/// Field names of the limits of a policy of several limits, one static
+/// string per position and field (errors name their field as `&'static str`).
+const LIMIT_FIELDS: [[&str; 4]; crate::decision::MAX_LIMITS] = [
+    [
+        "limits[0].algorithm",
+        "limits[0].limit",
+        "limits[0].window_ms",
+        "limits[0].buckets",
+    ],
+    [
+        "limits[1].algorithm",
+        "limits[1].limit",
+        "limits[1].window_ms",
+        "limits[1].buckets",
+    ],
+    [
+        "limits[2].algorithm",
+        "limits[2].limit",
+        "limits[2].window_ms",
+        "limits[2].buckets",
+    ],
+    [
+        "limits[3].algorithm",
+        "limits[3].limit",
+        "limits[3].window_ms",
+        "limits[3].buckets",
+    ],
+    [
+        "limits[4].algorithm",
+        "limits[4].limit",
+        "limits[4].window_ms",
+        "limits[4].buckets",
+    ],
+    [
+        "limits[5].algorithm",
+        "limits[5].limit",
+        "limits[5].window_ms",
+        "limits[5].buckets",
+    ],
+    [
+        "limits[6].algorithm",
+        "limits[6].limit",
+        "limits[6].window_ms",
+        "limits[6].buckets",
+    ],
+    [
+        "limits[7].algorithm",
+        "limits[7].limit",
+        "limits[7].window_ms",
+        "limits[7].buckets",
+    ],
+];
+
+/// The field `field` of the limit at `index`, as errors of a policy of
+/// several limits name it (`limits[1].window_ms`); None past MAX_LIMITS.
+pub fn limit_field(index: usize, field: &str) -> Option<&'static str> {
+    let row = LIMIT_FIELDS.get(index)?;
+    row.iter()
+        .copied()
+        .find(|f| f.split_once('.').is_some_and(|(_, name)| name == field))
+}
+
+/// A rate-limit policy that has passed validation; only [`Policy::new`],
+/// [`Policy::with_buckets`] and [`Policy::with_limits`] make one. It holds
+/// one limit or several (up to [`crate::MAX_LIMITS`]), all for one resource:
+/// a check passes only if every limit allows it, and records in all of them
+/// or in none.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Policy {
     namespace: String,
     resource: String,
-    algorithm: Algorithm,
-    limit: u64,
-    window_ms: u64,
-    /// The bucket count: Some for the bucketed window only.
-    buckets: Option<u64>,
-    /// ARGV[1] and ARGV[2] of every call (and ARGV[5], the bucket count, for
-    /// the bucketed window): formatted once, not per check.
-    pub(crate) limit_arg: String,
-    pub(crate) window_arg: String,
-    pub(crate) buckets_arg: Option<String>,
+    rules: Vec<Rule>,
+    /// The validated limits, in the caller's order (buckets resolved).
+    limits: Vec<Limit>,
 }
 
 impl Policy {
@@ -130,36 +221,70 @@ impl Policy {
         window_ms: u64,
         buckets: Option<u64>,
     ) -> Result<Policy> {
+        Policy::with_limits(
+            namespace,
+            resource,
+            &[Limit {
+                algorithm,
+                limit,
+                window_ms,
+                buckets,
+            }],
+        )
+    }
+
+    /// A policy of one or several limits (at most [`crate::MAX_LIMITS`]),
+    /// each with its own algorithm, limit and window. Errors about a limit
+    /// of a policy of several name it by position (`limits[1].window_ms`);
+    /// one limit is the policy of [`Policy::with_buckets`], with its field
+    /// names. Two limits that would share a key (same algorithm, window and
+    /// bucket count) are an error on `limits`.
+    pub fn with_limits(namespace: &str, resource: &str, limits: &[Limit]) -> Result<Policy> {
         key::check_name("namespace", namespace)?;
         key::check_name("resource", resource)?;
-        check_limit_and_window(algorithm, limit, window_ms)?;
-        let buckets = match (algorithm, buckets) {
-            (Algorithm::BucketedWindow, n) => {
-                let n = n.unwrap_or(DEFAULT_BUCKETS);
-                check_buckets(window_ms, n, buckets.is_none())?;
-                Some(n)
+        if limits.is_empty() {
+            return Err(Error::invalid("limits", "must hold at least one limit"));
+        }
+        let max = crate::decision::MAX_LIMITS;
+        if limits.len() > max {
+            return Err(Error::invalid(
+                "limits",
+                format!(
+                    "holds {}, more than the {max} a policy may hold",
+                    limits.len()
+                ),
+            ));
+        }
+        let several = limits.len() > 1;
+        let mut rules = Vec::with_capacity(limits.len());
+        for (index, limit) in limits.iter().enumerate() {
+            let rule = check_limit(limit).map_err(|e| match several {
+                true => e.at_limit(index),
+                false => e,
+            })?;
+            rules.push(rule);
+        }
+        for (i, a) in rules.iter().enumerate() {
+            for (j, b) in rules.iter().enumerate().skip(i + 1) {
+                let (a, b) = (&a.limit, &b.limit);
+                if (a.algorithm, a.window_ms, a.buckets) == (b.algorithm, b.window_ms, b.buckets) {
+                    return Err(Error::invalid(
+                        "limits",
+                        format!(
+                            "limits[{i}] and limits[{j}] are both {} over {} ms: they would \
+                             count in one key; keep the lower limit",
+                            a.algorithm.as_str(),
+                            a.window_ms
+                        ),
+                    ));
+                }
             }
-            (_, None) => None,
-            (other, Some(_)) => {
-                return Err(Error::invalid(
-                    "buckets",
-                    format!(
-                        "only the bucketed_window algorithm has buckets, not {}",
-                        other.as_str()
-                    ),
-                ))
-            }
-        };
+        }
         Ok(Policy {
             namespace: namespace.to_owned(),
             resource: resource.to_owned(),
-            algorithm,
-            limit,
-            window_ms,
-            buckets,
-            limit_arg: limit.to_string(),
-            window_arg: window_ms.to_string(),
-            buckets_arg: buckets.map(|n| n.to_string()),
+            limits: rules.iter().map(|r| r.limit).collect(),
+            rules,
         })
     }
 
@@ -169,36 +294,111 @@ impl Policy {
     pub fn resource(&self) -> &str {
         &self.resource
     }
+    /// Every limit, in the order given (a bucketed window's `buckets` resolved).
+    pub fn limits(&self) -> &[Limit] {
+        &self.limits
+    }
+    /// The first limit's algorithm (the only one's, for a policy of one limit).
     pub fn algorithm(&self) -> Algorithm {
-        self.algorithm
+        self.limits[0].algorithm
     }
+    /// The first limit's permits per window.
     pub fn limit(&self) -> u64 {
-        self.limit
+        self.limits[0].limit
     }
+    /// The first limit's window.
     pub fn window_ms(&self) -> u64 {
-        self.window_ms
+        self.limits[0].window_ms
     }
-    /// The bucket count of a bucketed window; `None` for the other algorithms.
+    /// The first limit's bucket count if it is a bucketed window; `None` for
+    /// the other algorithms.
     pub fn buckets(&self) -> Option<u64> {
-        self.buckets
+        self.limits[0].buckets
     }
 
-    /// The Redis key of `tenant` under this policy.
+    pub(crate) fn rules(&self) -> &[Rule] {
+        &self.rules
+    }
+
+    /// The Redis key of `tenant` under this policy: its first limit's key
+    /// ([`Policy::keys`] has every limit's; they share one Cluster slot).
     pub fn key(&self, tenant: &str) -> Result<String> {
+        self.key_of(0, tenant)
+    }
+
+    /// The key of every limit for `tenant`, in the policy's order: what a
+    /// check reads and writes, and what `reset` deletes. One hash tag, so
+    /// one Cluster slot.
+    pub fn keys(&self, tenant: &str) -> Result<Vec<String>> {
+        (0..self.limits.len())
+            .map(|i| self.key_of(i, tenant))
+            .collect()
+    }
+
+    fn key_of(&self, index: usize, tenant: &str) -> Result<String> {
+        let l = &self.limits[index];
         key::build(
             &self.namespace,
             &self.resource,
             tenant,
-            self.algorithm,
-            self.window_ms,
-            self.buckets,
+            l.algorithm,
+            l.window_ms,
+            l.buckets,
         )
     }
 
-    /// Checks a cost against this policy: 1 <= cost <= limit.
+    /// Checks a cost against this policy: 1 <= cost <= every limit.
     pub fn check_cost(&self, cost: u64) -> Result<()> {
-        check_cost(self.limit, cost)
+        if self.limits.len() == 1 {
+            return check_cost(self.limit(), cost);
+        }
+        let (index, lowest) = self
+            .limits
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, l)| l.limit)
+            .map(|(i, l)| (i, l.limit))
+            .expect("a policy holds at least one limit");
+        check_cost(lowest, cost).map_err(|e| match cost >= 1 {
+            true => Error::invalid(
+                "cost",
+                format!(
+                    "{cost} exceeds the limit {lowest} of limits[{index}]; such a request \
+                     could never pass"
+                ),
+            ),
+            false => e,
+        })
     }
+}
+
+/// One limit's rules: limit and window, then buckets.
+fn check_limit(l: &Limit) -> Result<Rule> {
+    check_limit_and_window(l.algorithm, l.limit, l.window_ms)?;
+    let buckets = match (l.algorithm, l.buckets) {
+        (Algorithm::BucketedWindow, n) => {
+            let count = n.unwrap_or(DEFAULT_BUCKETS);
+            check_buckets(l.window_ms, count, n.is_none())?;
+            Some(count)
+        }
+        (_, None) => None,
+        (other, Some(_)) => {
+            return Err(Error::invalid(
+                "buckets",
+                format!(
+                    "only the bucketed_window algorithm has buckets, not {}",
+                    other.as_str()
+                ),
+            ))
+        }
+    };
+    let limit = Limit { buckets, ..*l };
+    Ok(Rule {
+        limit,
+        limit_arg: l.limit.to_string(),
+        window_arg: l.window_ms.to_string(),
+        buckets_arg: buckets.map(|n| n.to_string()),
+    })
 }
 
 /// The numeric rules of a policy, in the order the scripts check them (so

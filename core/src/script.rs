@@ -17,6 +17,7 @@ const PRELUDE: &str = include_str!("../lua/prelude.lua");
 const SLIDING_LOG: &str = include_str!("../lua/sliding_log.lua");
 const SLIDING_COUNTER: &str = include_str!("../lua/sliding_counter.lua");
 const BUCKETED_WINDOW: &str = include_str!("../lua/bucketed_window.lua");
+const MULTI_LIMIT: &str = include_str!("../lua/multi_limit.lua");
 /// Every script text starts with this line (the prelude's first); the peek
 /// variant swaps in `READ_ONLY_LINE`.
 const WRITABLE_LINE: &str = "local read_only = false\n";
@@ -30,10 +31,18 @@ pub enum Mode {
     Peek,
 }
 
-/// One of the six scripts: an algorithm in a mode.
+/// What a script checks: one limit of an algorithm, or several limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScriptKind {
+    Single(Algorithm),
+    /// A policy of several limits (`lua/multi_limit.lua` around every algorithm).
+    MultiLimit,
+}
+
+/// One of the eight scripts: an algorithm (or several limits) in a mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Script {
-    pub algorithm: Algorithm,
+    pub kind: ScriptKind,
     pub mode: Mode,
 }
 
@@ -60,22 +69,80 @@ fn compile(source: &str, mode: Mode) -> Compiled {
     Compiled { text, sha1 }
 }
 
+/// The multi-limit text: the mode line, each algorithm's whole script (the
+/// prelude without its mode line, then the algorithm's file) as a local
+/// function of `(KEYS, ARGV, read_only)` named after the algorithm, then
+/// `lua/multi_limit.lua`, which calls them. Built from the same files, so
+/// the algorithms exist once.
+fn compile_multi(mode: Mode) -> Compiled {
+    let prelude = PRELUDE
+        .strip_prefix(WRITABLE_LINE)
+        .expect("lua/prelude.lua starts with `local read_only = false`");
+    let first = match mode {
+        Mode::Acquire => WRITABLE_LINE,
+        Mode::Peek => READ_ONLY_LINE,
+    };
+    let mut text = String::from(first);
+    for (algorithm, source) in [
+        (Algorithm::SlidingLog, SLIDING_LOG),
+        (Algorithm::SlidingCounter, SLIDING_COUNTER),
+        (Algorithm::BucketedWindow, BUCKETED_WINDOW),
+    ] {
+        text.push_str(&format!(
+            "local function {}(KEYS, ARGV, read_only)\n",
+            algorithm.as_str()
+        ));
+        text.push_str(prelude);
+        text.push_str(source);
+        text.push_str("end\n");
+    }
+    text.push_str(MULTI_LIMIT);
+    let sha1 = Sha1::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    Compiled { text, sha1 }
+}
+
 impl Script {
-    pub const ALL: [Script; 6] = [
+    pub const ALL: [Script; 8] = [
         Script::new(Algorithm::SlidingLog, Mode::Acquire),
         Script::new(Algorithm::SlidingLog, Mode::Peek),
         Script::new(Algorithm::SlidingCounter, Mode::Acquire),
         Script::new(Algorithm::SlidingCounter, Mode::Peek),
         Script::new(Algorithm::BucketedWindow, Mode::Acquire),
         Script::new(Algorithm::BucketedWindow, Mode::Peek),
+        Script::multi_limit(Mode::Acquire),
+        Script::multi_limit(Mode::Peek),
     ];
 
     pub const fn new(algorithm: Algorithm, mode: Mode) -> Script {
-        Script { algorithm, mode }
+        Script {
+            kind: ScriptKind::Single(algorithm),
+            mode,
+        }
+    }
+
+    /// The script of a policy of several limits.
+    pub const fn multi_limit(mode: Mode) -> Script {
+        Script {
+            kind: ScriptKind::MultiLimit,
+            mode,
+        }
+    }
+
+    /// The algorithm of a one-limit script; `None` for several limits.
+    pub fn algorithm(self) -> Option<Algorithm> {
+        match self.kind {
+            ScriptKind::Single(algorithm) => Some(algorithm),
+            ScriptKind::MultiLimit => None,
+        }
     }
 
     fn compiled(self) -> &'static Compiled {
-        static CELLS: [OnceLock<Compiled>; 6] = [
+        static CELLS: [OnceLock<Compiled>; 8] = [
+            OnceLock::new(),
+            OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
             OnceLock::new(),
@@ -83,15 +150,19 @@ impl Script {
             OnceLock::new(),
             OnceLock::new(),
         ];
-        let (index, source) = match (self.algorithm, self.mode) {
-            (Algorithm::SlidingLog, Mode::Acquire) => (0, SLIDING_LOG),
-            (Algorithm::SlidingLog, Mode::Peek) => (1, SLIDING_LOG),
-            (Algorithm::SlidingCounter, Mode::Acquire) => (2, SLIDING_COUNTER),
-            (Algorithm::SlidingCounter, Mode::Peek) => (3, SLIDING_COUNTER),
-            (Algorithm::BucketedWindow, Mode::Acquire) => (4, BUCKETED_WINDOW),
-            (Algorithm::BucketedWindow, Mode::Peek) => (5, BUCKETED_WINDOW),
+        let mode_index = match self.mode {
+            Mode::Acquire => 0,
+            Mode::Peek => 1,
         };
-        CELLS[index].get_or_init(|| compile(source, self.mode))
+        let (index, source) = match self.kind {
+            ScriptKind::Single(Algorithm::SlidingLog) => (0, SLIDING_LOG),
+            ScriptKind::Single(Algorithm::SlidingCounter) => (2, SLIDING_COUNTER),
+            ScriptKind::Single(Algorithm::BucketedWindow) => (4, BUCKETED_WINDOW),
+            ScriptKind::MultiLimit => {
+                return CELLS[6 + mode_index].get_or_init(|| compile_multi(self.mode));
+            }
+        };
+        CELLS[index + mode_index].get_or_init(|| compile(source, self.mode))
     }
 
     /// The Lua source sent with EVAL or SCRIPT LOAD: `lua/prelude.lua` then
@@ -126,6 +197,22 @@ impl ScriptCall {
     pub fn slot(&self) -> u16 {
         crate::key::slot(&self.keys[0])
     }
+
+    /// The first key and its algorithm: what an error about the call's data
+    /// (WRONGTYPE) names. For several limits the reply does not say which
+    /// key was at fault, so the first limit's is named.
+    pub fn first_key(&self) -> (&str, Algorithm) {
+        let key = self.keys.first().map_or("", String::as_str);
+        let algorithm = match self.script.kind {
+            ScriptKind::Single(algorithm) => algorithm,
+            ScriptKind::MultiLimit => self
+                .args
+                .get(2)
+                .and_then(|name| Algorithm::parse(name).ok())
+                .unwrap_or(crate::policy::DEFAULT_ALGORITHM),
+        };
+        (key, algorithm)
+    }
 }
 
 impl Policy {
@@ -138,25 +225,52 @@ impl Policy {
         now_ms: Option<u64>,
         mode: Mode,
     ) -> Result<ScriptCall> {
-        let key = self.key(tenant)?;
+        let keys = self.keys(tenant)?;
         self.check_cost(cost)?;
         if let Some(now) = now_ms {
             check_now_ms(now)?;
         }
-        let mut args = vec![
-            self.limit_arg.clone(),
-            self.window_arg.clone(),
-            cost.to_string(),
-            now_ms.map(|n| n.to_string()).unwrap_or_default(),
-        ];
-        if let Some(buckets) = &self.buckets_arg {
-            args.push(buckets.clone());
-        }
+        let now_arg = now_ms.map(|n| n.to_string()).unwrap_or_default();
+        let args = match self.rules() {
+            [rule] => {
+                let mut args = vec![
+                    rule.limit_arg.clone(),
+                    rule.window_arg.clone(),
+                    cost.to_string(),
+                    now_arg,
+                ];
+                if let Some(buckets) = &rule.buckets_arg {
+                    args.push(buckets.clone());
+                }
+                args
+            }
+            rules => {
+                let mut args = Vec::with_capacity(2 + 4 * rules.len());
+                args.push(cost.to_string());
+                args.push(now_arg);
+                for rule in rules {
+                    args.push(rule.limit.algorithm.as_str().to_owned());
+                    args.push(rule.limit_arg.clone());
+                    args.push(rule.window_arg.clone());
+                    args.push(rule.buckets_arg.clone().unwrap_or_default());
+                }
+                args
+            }
+        };
         Ok(ScriptCall {
-            script: Script::new(self.algorithm(), mode),
-            keys: vec![key],
+            script: self.script(mode),
+            keys,
             args,
         })
+    }
+
+    /// The script this policy's calls run in `mode`: its algorithm's for
+    /// one limit, the multi-limit script for several.
+    pub fn script(&self, mode: Mode) -> Script {
+        match self.limits() {
+            [one] => Script::new(one.algorithm, mode),
+            _ => Script::multi_limit(mode),
+        }
     }
 }
 
@@ -165,11 +279,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn six_distinct_scripts() {
+    fn eight_distinct_scripts() {
         let mut shas: Vec<&str> = Script::ALL.iter().map(|s| s.sha1()).collect();
         shas.sort_unstable();
         shas.dedup();
-        assert_eq!(shas.len(), 6);
+        assert_eq!(shas.len(), 8);
         for s in Script::ALL {
             assert_eq!(s.sha1().len(), 40);
             assert!(s.text().contains("redis.call"));
@@ -210,15 +324,95 @@ mod tests {
     }
 
     #[test]
+    fn the_multi_limit_text_wraps_each_whole_script() {
+        let text = Script::multi_limit(Mode::Acquire).text();
+        let body = PRELUDE.strip_prefix(WRITABLE_LINE).unwrap();
+        for (algorithm, source) in [
+            (Algorithm::SlidingLog, SLIDING_LOG),
+            (Algorithm::SlidingCounter, SLIDING_COUNTER),
+            (Algorithm::BucketedWindow, BUCKETED_WINDOW),
+        ] {
+            let wrapped = format!(
+                "local function {}(KEYS, ARGV, read_only)\n{body}{source}end\n",
+                algorithm.as_str()
+            );
+            assert!(text.contains(&wrapped), "{algorithm:?}");
+        }
+        assert!(text.ends_with(MULTI_LIMIT));
+        assert!(MULTI_LIMIT.contains(&format!(
+            "\nlocal max_limits = {}\n",
+            crate::decision::MAX_LIMITS
+        )));
+    }
+
+    #[test]
+    fn several_limits_make_one_call_over_every_key() {
+        use crate::policy::Limit;
+        let mut bucketed = Limit::new(Algorithm::BucketedWindow, 600, 60_000);
+        bucketed.buckets = Some(60);
+        let p = Policy::with_limits(
+            "rl",
+            "geo",
+            &[Limit::new(Algorithm::SlidingLog, 20, 1000), bucketed],
+        )
+        .unwrap();
+        let c = p.build_call("t", 2, Some(7), Mode::Acquire).unwrap();
+        assert_eq!(c.script, Script::multi_limit(Mode::Acquire));
+        assert_eq!(
+            c.keys,
+            ["rl:{geo:t}:log:1000", "rl:{geo:t}:bucketed:60000:60"]
+        );
+        assert_eq!(
+            c.args,
+            [
+                "2",
+                "7",
+                "sliding_log",
+                "20",
+                "1000",
+                "",
+                "bucketed_window",
+                "600",
+                "60000",
+                "60"
+            ]
+        );
+        assert_eq!(crate::key::slot(&c.keys[0]), crate::key::slot(&c.keys[1]));
+        // One limit is the plain policy, its script and its call.
+        let one = Policy::with_limits("rl", "geo", &[Limit::new(Algorithm::SlidingLog, 20, 1000)])
+            .unwrap();
+        assert_eq!(
+            one,
+            Policy::new("rl", "geo", Algorithm::SlidingLog, 20, 1000).unwrap()
+        );
+        assert_eq!(
+            one.script(Mode::Peek),
+            Script::new(Algorithm::SlidingLog, Mode::Peek)
+        );
+    }
+
+    #[test]
     fn peek_differs_from_acquire_only_in_the_first_line() {
-        for algorithm in Algorithm::ALL {
-            let acquire = Script::new(algorithm, Mode::Acquire).text();
-            let peek = Script::new(algorithm, Mode::Peek).text();
+        let kinds = Algorithm::ALL
+            .map(ScriptKind::Single)
+            .into_iter()
+            .chain([ScriptKind::MultiLimit]);
+        for kind in kinds {
+            let acquire = Script {
+                kind,
+                mode: Mode::Acquire,
+            }
+            .text();
+            let peek = Script {
+                kind,
+                mode: Mode::Peek,
+            }
+            .text();
             let (a_first, a_rest) = acquire.split_once('\n').unwrap();
             let (p_first, p_rest) = peek.split_once('\n').unwrap();
             assert_eq!(a_first, "local read_only = false");
             assert_eq!(p_first, "local read_only = true");
-            assert_eq!(a_rest, p_rest, "{algorithm:?}");
+            assert_eq!(a_rest, p_rest, "{kind:?}");
             let declared = |text: &str| {
                 text.lines()
                     .filter(|l| l.starts_with("local read_only"))

@@ -14,18 +14,26 @@
 #define SLIDELIMIT_KEY_MAX 2048
 
 /**
- * A `buf` of this many bytes always holds all of a call's KEYS and ARGV
- * (`slidelimit_policy_build_call_into`): the longest key
- * (`SLIDELIMIT_KEY_MAX`) and five integers of at most 20 digits.
+ * The most limits a policy holds (core's `MAX_LIMITS`).
  */
-#define SLIDELIMIT_CALL_BUF_MAX 2304
+#define SLIDELIMIT_MAX_LIMITS 8
+
+/**
+ * A `buf` of this many bytes always holds all of a call's KEYS and ARGV
+ * (`slidelimit_policy_build_call_into`): for each of up to
+ * `SLIDELIMIT_MAX_LIMITS` limits the longest key (`SLIDELIMIT_KEY_MAX`) and
+ * four ARGV of at most 20 bytes, and two more ARGV. A one-limit call needs
+ * at most `SLIDELIMIT_KEY_MAX` + 100.
+ */
+#define SLIDELIMIT_CALL_BUF_MAX 17088
 
 /**
  * A `part_lens` array of this many entries always holds the lengths of a
- * call's KEYS and ARGV (`slidelimit_policy_build_call_into`; 6 at most today:
- * one key, four ARGV and the bucket count of a bucketed window).
+ * call's KEYS and ARGV (`slidelimit_policy_build_call_into`): 6 at most for
+ * one limit (one key, four ARGV and a bucket count), 1 key and 4 ARGV per
+ * limit plus 2 ARGV for several.
  */
-#define SLIDELIMIT_CALL_PARTS_MAX 8
+#define SLIDELIMIT_CALL_PARTS_MAX ((5 * SLIDELIMIT_MAX_LIMITS) + 2)
 
 /**
  * A message buffer of `reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA`
@@ -37,7 +45,7 @@
 /**
  * How many `uint64_t` words `slidelimit_decision_words_from_reply` writes.
  */
-#define SLIDELIMIT_DECISION_WORDS 5
+#define SLIDELIMIT_DECISION_WORDS 6
 
 /**
  * The result of every fallible function. Values are stable and never reused:
@@ -232,6 +240,11 @@ enum slidelimit_metric
    * (`ratelimit_wait_seconds`).
    */
   SLIDELIMIT_METRIC_WAIT_SECONDS = 3,
+  /**
+   * Counter of denials the local deny cache answered without a Redis call
+   * (`ratelimit_local_denied_total`).
+   */
+  SLIDELIMIT_METRIC_LOCAL_DENIED_TOTAL = 4,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -247,6 +260,13 @@ typedef uint32_t slidelimit_metric;
  * pointers handed out by its accessors live as long as the call.
  */
 typedef struct slidelimit_call slidelimit_call;
+
+/**
+ * A bounded cache of the last Redis denial per tenant. Made by
+ * `slidelimit_deny_cache_new`, released by `slidelimit_deny_cache_free`.
+ * Internally locked: safe to share between threads.
+ */
+typedef struct slidelimit_deny_cache slidelimit_deny_cache;
 
 /**
  * An in-memory engine with the scripts' exact semantics (tests, single
@@ -295,6 +315,12 @@ typedef struct slidelimit_decision {
    * The time the decision was made at.
    */
   uint64_t now_ms;
+  /**
+   * For a denial by a policy of several limits, the position (from 0) of
+   * the limit that denied with the longest retry; -1 when allowed and for
+   * a policy of one limit.
+   */
+  int32_t denied_by;
 } slidelimit_decision;
 
 #ifdef __cplusplus
@@ -331,6 +357,41 @@ slidelimit_result slidelimit_algorithm_parse(const uint8_t *name, size_t name_le
  * names the field at fault.
  */
 slidelimit_result slidelimit_policy_new(const uint8_t *ns, size_t ns_len, const uint8_t *resource, size_t resource_len, uint32_t algorithm, uint64_t limit, uint64_t window_ms, const uint64_t *buckets, struct slidelimit_policy **out_policy, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+
+/**
+ * Validates a policy of `count` limits (1 ..= `SLIDELIMIT_MAX_LIMITS`; a
+ * check passes only if every limit allows it, and records in all or none)
+ * and returns it in `*out_policy` (release it with `slidelimit_policy_free`).
+ * Limit `i` is `algorithms[i]` (a `slidelimit_algorithm` value),
+ * `limits[i]` permits per `windows_ms[i]`; its bucket count is `buckets[i]`
+ * when `buckets_given` is not NULL and `buckets_given[i]` is true, else
+ * none given (core's default for a bucketed window). `buckets` and
+ * `buckets_given` are both NULL or both not. With one limit this is
+ * `slidelimit_policy_new`; with several, the message names the limit at
+ * fault (`limits[1].window_ms`).
+ */
+slidelimit_result slidelimit_policy_new_limits(const uint8_t *ns, size_t ns_len, const uint8_t *resource, size_t resource_len, const uint32_t *algorithms, const uint64_t *limits, const uint64_t *windows_ms, const uint64_t *buckets, const bool *buckets_given, size_t count, struct slidelimit_policy **out_policy, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+
+/**
+ * Writes how many limits the policy holds into `*out_count` (1 for a
+ * policy from `slidelimit_policy_new`).
+ */
+slidelimit_result slidelimit_policy_limit_count(const struct slidelimit_policy *policy, size_t *out_count);
+
+/**
+ * Writes limit `index` of the policy (from 0, in the order given): its
+ * `slidelimit_algorithm` value, limit, window and effective bucket count
+ * (0 for an algorithm without buckets). An index past the last limit is
+ * `invalid_argument` on `index`.
+ */
+slidelimit_result slidelimit_policy_limit(const struct slidelimit_policy *policy, size_t index, uint32_t *out_algorithm, uint64_t *out_limit, uint64_t *out_window_ms, uint64_t *out_buckets);
+
+/**
+ * Writes the Redis key of limit `index` of the policy for `tenant` into
+ * `buf`, as `slidelimit_policy_key` writes the first limit's. `reset`
+ * deletes every limit's key (they share one Cluster slot).
+ */
+slidelimit_result slidelimit_policy_limit_key(const struct slidelimit_policy *policy, size_t index, const uint8_t *tenant, size_t tenant_len, uint8_t *buf, size_t buf_cap, size_t *out_len, uint16_t *out_slot, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Writes the policy's effective bucket count into `*out_buckets`: the count
@@ -378,6 +439,14 @@ slidelimit_result slidelimit_script_text(uint32_t algorithm, uint32_t mode, cons
 slidelimit_result slidelimit_script_sha1(uint32_t algorithm, uint32_t mode, const uint8_t **out_ptr, size_t *out_len);
 
 /**
+ * The Lua text and SHA1 of the script `policy`'s calls run in `mode` (a
+ * `slidelimit_mode` value): its algorithm's for a policy of one limit, the
+ * multi-limit script for several. Static memory, not NUL-terminated: never
+ * free it. A binding loads its scripts through this, never by algorithm.
+ */
+slidelimit_result slidelimit_policy_script(const struct slidelimit_policy *policy, uint32_t mode, const uint8_t **out_text, size_t *out_text_len, const uint8_t **out_sha1, size_t *out_sha1_len);
+
+/**
  * Validates tenant, cost and time and builds one call's KEYS and ARGV into
  * `*out_call` (release it with `slidelimit_call_free`). `now_ms` NULL lets
  * the script read Redis `TIME` (the production default); otherwise it points
@@ -413,7 +482,7 @@ slidelimit_result slidelimit_policy_build_call_into(const struct slidelimit_poli
 void slidelimit_call_free(struct slidelimit_call *call);
 
 /**
- * The number of KEYS of a call (1 for every current script).
+ * The number of KEYS of a call (1, or one per limit of a policy of several).
  */
 slidelimit_result slidelimit_call_key_count(const struct slidelimit_call *call, size_t *out_count);
 
@@ -508,7 +577,8 @@ slidelimit_result slidelimit_server_error_map_command(const uint8_t *reply, size
 /**
  * `slidelimit_decision_from_reply` with the decision written as
  * `SLIDELIMIT_DECISION_WORDS` words to `out_words`, in this order: allowed
- * (1 or 0), remaining, retry_after_ms, reset_after_ms, now_ms, so a binding
+ * (1 or 0), remaining, retry_after_ms, reset_after_ms, now_ms, and
+ * `denied_by + 1` (0 when the decision names no denying limit), so a binding
  * reads it back in one go. No message buffer: on a failure (the same code
  * for the same reply, out_words untouched), call
  * `slidelimit_decision_from_reply` for core's message and field.
@@ -552,6 +622,49 @@ slidelimit_result slidelimit_memory_reset(const struct slidelimit_memory *memory
  * The number of keys the engine holds (expired ones until they are swept).
  */
 slidelimit_result slidelimit_memory_key_count(const struct slidelimit_memory *memory, size_t *out_count);
+
+/**
+ * Makes a cache of at most `capacity` tenants in `*out_cache` (0 means
+ * core's default of 10,000 tenants; above the
+ * maximum is `invalid_argument` on `deny_cache_capacity`).
+ */
+slidelimit_result slidelimit_deny_cache_new(size_t capacity, struct slidelimit_deny_cache **out_cache, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+
+/**
+ * Releases a cache from `slidelimit_deny_cache_new`. NULL is ignored.
+ */
+void slidelimit_deny_cache_free(struct slidelimit_deny_cache *cache);
+
+/**
+ * Asks the cache about a server-time acquire of `cost` by `tenant` at
+ * `mono_ms`, the caller's monotonic clock in ms. `*out_hit` is true when
+ * the cache denies it, with the local denial in `*out_decision` (untouched
+ * otherwise): then make no Redis call.
+ */
+slidelimit_result slidelimit_deny_cache_check(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len, uint64_t cost, uint64_t mono_ms, bool *out_hit, struct slidelimit_decision *out_decision);
+
+/**
+ * Tells the cache what Redis answered an acquire of `cost` by `tenant` at
+ * `mono_ms` (call it after every server-time acquire that reached Redis):
+ * a denial is cached, an admission drops the tenant's entry. The decision
+ * comes as its fields; `denied_by` is -1 for none.
+ */
+slidelimit_result slidelimit_deny_cache_record(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len, uint64_t cost, bool allowed, uint64_t remaining, uint64_t retry_after_ms, uint64_t reset_after_ms, uint64_t now_ms, int32_t denied_by, uint64_t mono_ms);
+
+/**
+ * Drops `tenant`'s entry: call it on this limiter's own reset of the tenant.
+ */
+slidelimit_result slidelimit_deny_cache_forget(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len);
+
+/**
+ * Drops every entry.
+ */
+slidelimit_result slidelimit_deny_cache_clear(const struct slidelimit_deny_cache *cache);
+
+/**
+ * Writes how many tenants the cache holds into `*out_len`.
+ */
+slidelimit_result slidelimit_deny_cache_len(const struct slidelimit_deny_cache *cache, size_t *out_len);
 
 /**
  * The metric's name (`ratelimit_allowed_total`, ...). Static memory, not

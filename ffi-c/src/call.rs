@@ -63,6 +63,10 @@ pub struct slidelimit_decision {
     pub reset_after_ms: u64,
     /// The time the decision was made at.
     pub now_ms: u64,
+    /// For a denial by a policy of several limits, the position (from 0) of
+    /// the limit that denied with the longest retry; -1 when allowed and for
+    /// a policy of one limit.
+    pub denied_by: i32,
 }
 
 impl From<Decision> for slidelimit_decision {
@@ -73,6 +77,7 @@ impl From<Decision> for slidelimit_decision {
             retry_after_ms: d.retry_after_ms,
             reset_after_ms: d.reset_after_ms,
             now_ms: d.now_ms,
+            denied_by: d.denied_by.map_or(-1, |p| p as i32),
         }
     }
 }
@@ -84,19 +89,29 @@ pub struct slidelimit_call {
     pub(crate) inner: ScriptCall,
 }
 
-/// A `buf` of this many bytes always holds all of a call's KEYS and ARGV
-/// (`slidelimit_policy_build_call_into`): the longest key
-/// (`SLIDELIMIT_KEY_MAX`) and five integers of at most 20 digits.
-pub const SLIDELIMIT_CALL_BUF_MAX: usize = 2304;
+/// The most limits a policy holds (core's `MAX_LIMITS`).
+pub const SLIDELIMIT_MAX_LIMITS: usize = 8;
+const _: () = assert!(SLIDELIMIT_MAX_LIMITS == slidelimit_core::MAX_LIMITS);
 
-// Every ARGV is an integer of at most 20 digits (u64::MAX), whatever core's
-// limits on them are.
-const _: () = assert!(crate::policy::SLIDELIMIT_KEY_MAX + 5 * 20 <= SLIDELIMIT_CALL_BUF_MAX);
+/// A `buf` of this many bytes always holds all of a call's KEYS and ARGV
+/// (`slidelimit_policy_build_call_into`): for each of up to
+/// `SLIDELIMIT_MAX_LIMITS` limits the longest key (`SLIDELIMIT_KEY_MAX`) and
+/// four ARGV of at most 20 bytes, and two more ARGV. A one-limit call needs
+/// at most `SLIDELIMIT_KEY_MAX` + 100.
+pub const SLIDELIMIT_CALL_BUF_MAX: usize = 17_088;
+
+// Every ARGV is an integer of at most 20 digits (u64::MAX) or an algorithm's
+// name (at most 15 bytes), whatever core's limits on them are.
+const _: () = assert!(
+    SLIDELIMIT_MAX_LIMITS * (crate::policy::SLIDELIMIT_KEY_MAX + 4 * 20) + 2 * 20
+        <= SLIDELIMIT_CALL_BUF_MAX
+);
 
 /// A `part_lens` array of this many entries always holds the lengths of a
-/// call's KEYS and ARGV (`slidelimit_policy_build_call_into`; 6 at most today:
-/// one key, four ARGV and the bucket count of a bucketed window).
-pub const SLIDELIMIT_CALL_PARTS_MAX: usize = 8;
+/// call's KEYS and ARGV (`slidelimit_policy_build_call_into`): 6 at most for
+/// one limit (one key, four ARGV and a bucket count), 1 key and 4 ARGV per
+/// limit plus 2 ARGV for several.
+pub const SLIDELIMIT_CALL_PARTS_MAX: usize = 5 * SLIDELIMIT_MAX_LIMITS + 2;
 
 /// A message buffer of `reply_len + key_len + SLIDELIMIT_SERVER_ERROR_MESSAGE_EXTRA`
 /// bytes always holds the whole message `slidelimit_server_error_map` gives
@@ -146,6 +161,29 @@ pub unsafe extern "C" fn slidelimit_script_sha1(
 ) -> slidelimit_result {
     boundary(MessageOut::NONE, || {
         bytes_out(script(algorithm, mode)?.sha1().as_bytes(), out_ptr, out_len)
+    })
+}
+
+/// The Lua text and SHA1 of the script `policy`'s calls run in `mode` (a
+/// `slidelimit_mode` value): its algorithm's for a policy of one limit, the
+/// multi-limit script for several. Static memory, not NUL-terminated: never
+/// free it. A binding loads its scripts through this, never by algorithm.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_policy_script(
+    policy: *const slidelimit_policy,
+    mode: u32,
+    out_text: *mut *const u8,
+    out_text_len: *mut usize,
+    out_sha1: *mut *const u8,
+    out_sha1_len: *mut usize,
+) -> slidelimit_result {
+    boundary(MessageOut::NONE, || {
+        let policy = reference("policy", policy)?;
+        let script = policy.inner.script(parse_mode(mode)?);
+        out("out_sha1", out_sha1)?;
+        out("out_sha1_len", out_sha1_len)?;
+        bytes_out(script.text().as_bytes(), out_text, out_text_len)?;
+        bytes_out(script.sha1().as_bytes(), out_sha1, out_sha1_len)
     })
 }
 
@@ -281,7 +319,7 @@ fn part<'a>(list: &'a [String], what: &str, index: usize) -> Result<&'a [u8], Fa
     })
 }
 
-/// The number of KEYS of a call (1 for every current script).
+/// The number of KEYS of a call (1, or one per limit of a policy of several).
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_call_key_count(
     call: *const slidelimit_call,
@@ -569,6 +607,7 @@ mod tests {
             retry_after_ms: 9,
             reset_after_ms: 9,
             now_ms: 9,
+            denied_by: 9,
         };
         let before = d;
         let r = unsafe {

@@ -46,6 +46,8 @@ pub mod words;
 
 pub mod memory;
 
+pub mod deny_cache;
+
 pub mod metrics;
 
 pub mod defaults;

@@ -20,6 +20,9 @@ pub enum slidelimit_metric {
     /// Histogram of the retry-after handed to denied callers, in seconds
     /// (`ratelimit_wait_seconds`).
     WaitSeconds = 3,
+    /// Counter of denials the local deny cache answered without a Redis call
+    /// (`ratelimit_local_denied_total`).
+    LocalDeniedTotal = 4,
 }
 
 /// One row of core's table.
@@ -47,6 +50,13 @@ fn metric(value: u32) -> Result<Metric, Failure> {
             labels_with_tenant: &core::COUNTER_LABELS_WITH_TENANT,
             buckets: &[],
         },
+        v if v == slidelimit_metric::LocalDeniedTotal as u32 => Metric {
+            name: core::METRIC_LOCAL_DENIED_TOTAL,
+            help: core::METRIC_LOCAL_DENIED_TOTAL_HELP,
+            labels: &core::COUNTER_LABELS,
+            labels_with_tenant: &core::COUNTER_LABELS_WITH_TENANT,
+            buckets: &[],
+        },
         // The histogram never carries the tenant label.
         v if v == slidelimit_metric::WaitSeconds as u32 => Metric {
             name: core::METRIC_WAIT_SECONDS,
@@ -59,7 +69,7 @@ fn metric(value: u32) -> Result<Metric, Failure> {
             return Err(invalid(
                 "metric",
                 format!(
-                    "unknown value {other} (1 = allowed_total, 2 = denied_total, 3 = wait_seconds)"
+                    "unknown value {other} (1 = allowed_total, 2 = denied_total, 3 = wait_seconds, 4 = local_denied_total)"
                 ),
             ))
         }
@@ -200,6 +210,10 @@ mod tests {
                 text(slidelimit_metric_help, 3),
                 core::METRIC_WAIT_SECONDS_HELP
             );
+            assert_eq!(
+                text(slidelimit_metric_name, 4),
+                core::METRIC_LOCAL_DENIED_TOTAL
+            );
             let (mut b, mut n) = (null(), 0usize);
             assert_eq!(
                 slidelimit_metric_buckets(3, &mut b, &mut n),
@@ -254,7 +268,7 @@ mod tests {
             slidelimit_result::InvalidArgument
         );
         assert_eq!(
-            unsafe { slidelimit_metric_help(4, &mut p, &mut n) },
+            unsafe { slidelimit_metric_help(5, &mut p, &mut n) },
             slidelimit_result::InvalidArgument
         );
         assert_eq!(

@@ -2,10 +2,11 @@
 //! timeout rule every binding shares.
 
 use crate::boundary::{
-    boundary, input_str, invalid, out, reference, tenant_input, too_small, Failure, MessageOut,
+    boundary, input, input_str, invalid, out, reference, tenant_input, too_small, Failure,
+    MessageOut,
 };
 use crate::result::{slidelimit_field, slidelimit_result};
-use slidelimit_core::{slot, Algorithm, Policy};
+use slidelimit_core::{slot, Algorithm, Limit, Policy};
 
 /// Values of the `algorithm` parameters (passed as `uint32_t`, so that an
 /// out-of-range value from C is an error instead of undefined behaviour).
@@ -59,12 +60,7 @@ pub unsafe extern "C" fn slidelimit_algorithm_parse(
     boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_algorithm = out("out_algorithm", out_algorithm)?;
         let name = input_str("algorithm", name, name_len)?;
-        let value = match Algorithm::parse(name)? {
-            Algorithm::SlidingLog => slidelimit_algorithm::SlidingLog,
-            Algorithm::SlidingCounter => slidelimit_algorithm::SlidingCounter,
-            Algorithm::BucketedWindow => slidelimit_algorithm::BucketedWindow,
-        };
-        *out_algorithm = value as u32;
+        *out_algorithm = algorithm_value(Algorithm::parse(name)?) as u32;
         Ok(())
     })
 }
@@ -104,6 +100,181 @@ pub unsafe extern "C" fn slidelimit_policy_new(
         let inner =
             Policy::with_buckets(namespace, resource, algorithm, limit, window_ms, buckets)?;
         *out_policy = Box::into_raw(Box::new(slidelimit_policy { inner }));
+        Ok(())
+    })
+}
+
+/// Validates a policy of `count` limits (1 ..= `SLIDELIMIT_MAX_LIMITS`; a
+/// check passes only if every limit allows it, and records in all or none)
+/// and returns it in `*out_policy` (release it with `slidelimit_policy_free`).
+/// Limit `i` is `algorithms[i]` (a `slidelimit_algorithm` value),
+/// `limits[i]` permits per `windows_ms[i]`; its bucket count is `buckets[i]`
+/// when `buckets_given` is not NULL and `buckets_given[i]` is true, else
+/// none given (core's default for a bucketed window). `buckets` and
+/// `buckets_given` are both NULL or both not. With one limit this is
+/// `slidelimit_policy_new`; with several, the message names the limit at
+/// fault (`limits[1].window_ms`).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // The C signature.
+pub unsafe extern "C" fn slidelimit_policy_new_limits(
+    ns: *const u8,
+    ns_len: usize,
+    resource: *const u8,
+    resource_len: usize,
+    algorithms: *const u32,
+    limits: *const u64,
+    windows_ms: *const u64,
+    buckets: *const u64,
+    buckets_given: *const bool,
+    count: usize,
+    out_policy: *mut *mut slidelimit_policy,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+    field: *mut slidelimit_field,
+) -> slidelimit_result {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
+        let out_policy = out("out_policy", out_policy)?;
+        let namespace = input_str("namespace", ns, ns_len)?;
+        let resource = input_str("resource", resource, resource_len)?;
+        if count > slidelimit_core::MAX_LIMITS {
+            // Core's error, without reading past what the caller may hold.
+            let too_many = vec![Limit::new(Algorithm::SlidingLog, 1, 1); count.min(64)];
+            Policy::with_limits(namespace, resource, &too_many)?;
+        }
+        let algorithms = input("algorithms", algorithms, count)?;
+        let limit_values = input("limits", limits, count)?;
+        let windows = input("windows_ms", windows_ms, count)?;
+        let (buckets, given) = match (buckets.is_null(), buckets_given.is_null()) {
+            (true, true) => (None, None),
+            (false, false) => (
+                Some(input("buckets", buckets, count)?),
+                Some(input("buckets_given", buckets_given, count)?),
+            ),
+            _ => {
+                return Err(invalid(
+                    "buckets_given",
+                    "buckets and buckets_given must both be NULL or both be given",
+                ))
+            }
+        };
+        let mut specs = Vec::with_capacity(count);
+        for i in 0..count {
+            let algorithm = parse_algorithm(algorithms[i]).map_err(|f| f.at_limit(i, count))?;
+            let bucket_count = match (buckets, given) {
+                (Some(b), Some(g)) if g[i] => Some(b[i]),
+                _ => None,
+            };
+            specs.push(Limit {
+                algorithm,
+                limit: limit_values[i],
+                window_ms: windows[i],
+                buckets: bucket_count,
+            });
+        }
+        let inner = Policy::with_limits(namespace, resource, &specs)?;
+        *out_policy = Box::into_raw(Box::new(slidelimit_policy { inner }));
+        Ok(())
+    })
+}
+
+/// Writes how many limits the policy holds into `*out_count` (1 for a
+/// policy from `slidelimit_policy_new`).
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_policy_limit_count(
+    policy: *const slidelimit_policy,
+    out_count: *mut usize,
+) -> slidelimit_result {
+    boundary(MessageOut::NONE, || {
+        let policy = reference("policy", policy)?;
+        *out("out_count", out_count)? = policy.inner.limits().len();
+        Ok(())
+    })
+}
+
+/// Writes limit `index` of the policy (from 0, in the order given): its
+/// `slidelimit_algorithm` value, limit, window and effective bucket count
+/// (0 for an algorithm without buckets). An index past the last limit is
+/// `invalid_argument` on `index`.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_policy_limit(
+    policy: *const slidelimit_policy,
+    index: usize,
+    out_algorithm: *mut u32,
+    out_limit: *mut u64,
+    out_window_ms: *mut u64,
+    out_buckets: *mut u64,
+) -> slidelimit_result {
+    boundary(MessageOut::NONE, || {
+        let policy = reference("policy", policy)?;
+        let out_algorithm = out("out_algorithm", out_algorithm)?;
+        let out_limit = out("out_limit", out_limit)?;
+        let out_window_ms = out("out_window_ms", out_window_ms)?;
+        let out_buckets = out("out_buckets", out_buckets)?;
+        let limits = policy.inner.limits();
+        let Some(l) = limits.get(index) else {
+            return Err(invalid(
+                "index",
+                format!("{index} is past the last of {} limits", limits.len()),
+            ));
+        };
+        *out_algorithm = algorithm_value(l.algorithm) as u32;
+        *out_limit = l.limit;
+        *out_window_ms = l.window_ms;
+        *out_buckets = l.buckets.unwrap_or(0);
+        Ok(())
+    })
+}
+
+/// The `slidelimit_algorithm` value of an algorithm.
+pub(crate) fn algorithm_value(algorithm: Algorithm) -> slidelimit_algorithm {
+    match algorithm {
+        Algorithm::SlidingLog => slidelimit_algorithm::SlidingLog,
+        Algorithm::SlidingCounter => slidelimit_algorithm::SlidingCounter,
+        Algorithm::BucketedWindow => slidelimit_algorithm::BucketedWindow,
+    }
+}
+
+/// Writes the Redis key of limit `index` of the policy for `tenant` into
+/// `buf`, as `slidelimit_policy_key` writes the first limit's. `reset`
+/// deletes every limit's key (they share one Cluster slot).
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // The C signature.
+pub unsafe extern "C" fn slidelimit_policy_limit_key(
+    policy: *const slidelimit_policy,
+    index: usize,
+    tenant: *const u8,
+    tenant_len: usize,
+    buf: *mut u8,
+    buf_cap: usize,
+    out_len: *mut usize,
+    out_slot: *mut u16,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+    field: *mut slidelimit_field,
+) -> slidelimit_result {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
+        let policy = reference("policy", policy)?;
+        let out_len = out("out_len", out_len)?;
+        let tenant = tenant_input(tenant, tenant_len)?;
+        let count = policy.inner.limits().len();
+        if index >= count {
+            return Err(invalid(
+                "index",
+                format!("{index} is past the last of {count} limits"),
+            ));
+        }
+        let key = policy.inner.keys(tenant)?.swap_remove(index);
+        if key.len() > buf_cap {
+            return Err(too_small("buf", "the key", key.len(), "bytes", buf_cap));
+        }
+        let buf = out("buf", buf)?;
+        std::ptr::copy_nonoverlapping(key.as_ptr(), buf, key.len());
+        *out_len = key.len();
+        if !out_slot.is_null() {
+            *out_slot = slot(&key);
+        }
         Ok(())
     })
 }
@@ -148,22 +319,11 @@ pub unsafe extern "C" fn slidelimit_policy_key(
     msg_len: *mut usize,
     field: *mut slidelimit_field,
 ) -> slidelimit_result {
-    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
-        let policy = reference("policy", policy)?;
-        let out_len = out("out_len", out_len)?;
-        let tenant = tenant_input(tenant, tenant_len)?;
-        let key = policy.inner.key(tenant)?;
-        if key.len() > buf_cap {
-            return Err(too_small("buf", "the key", key.len(), "bytes", buf_cap));
-        }
-        let buf = out("buf", buf)?;
-        std::ptr::copy_nonoverlapping(key.as_ptr(), buf, key.len());
-        *out_len = key.len();
-        if !out_slot.is_null() {
-            *out_slot = slot(&key);
-        }
-        Ok(())
-    })
+    // The first limit's key (a one-limit policy's only one).
+    slidelimit_policy_limit_key(
+        policy, 0, tenant, tenant_len, buf, buf_cap, out_len, out_slot, msg, msg_cap, msg_len,
+        field,
+    )
 }
 
 /// The Redis Cluster slot of any key (UTF-8 bytes), by Redis's hash-tag rule.
@@ -418,5 +578,131 @@ mod tests {
         let r =
             unsafe { slidelimit_check_timeout_ms(1 << 31, null_mut(), 0, null_mut(), null_mut()) };
         assert_eq!(r, slidelimit_result::InvalidArgument);
+    }
+}
+
+#[cfg(test)]
+mod limits_tests {
+    use super::*;
+    use crate::call::slidelimit_policy_script;
+    use std::ptr::{null, null_mut};
+
+    fn new_limits(
+        algorithms: &[u32],
+        limits: &[u64],
+        windows: &[u64],
+        buckets: Option<(&[u64], &[bool])>,
+    ) -> (slidelimit_result, *mut slidelimit_policy, String, String) {
+        let mut policy = null_mut();
+        let mut msg = [0u8; 256];
+        let mut len = 0;
+        let mut field = slidelimit_field::NONE;
+        let (b, g) = buckets.map_or((null(), null()), |(b, g)| (b.as_ptr(), g.as_ptr()));
+        let r = unsafe {
+            slidelimit_policy_new_limits(
+                b"rl".as_ptr(),
+                2,
+                b"geo".as_ptr(),
+                3,
+                algorithms.as_ptr(),
+                limits.as_ptr(),
+                windows.as_ptr(),
+                b,
+                g,
+                algorithms.len(),
+                &mut policy,
+                msg.as_mut_ptr(),
+                msg.len(),
+                &mut len,
+                &mut field,
+            )
+        };
+        let field = match field.name.is_null() {
+            true => String::new(),
+            false => unsafe {
+                String::from_utf8_lossy(std::slice::from_raw_parts(field.name, field.len))
+                    .into_owned()
+            },
+        };
+        let msg = String::from_utf8_lossy(&msg[..len]).into_owned();
+        (r, policy, field, msg)
+    }
+
+    #[test]
+    fn several_limits_round_trip_and_name_their_fields() {
+        let (r, p, _, _) = new_limits(
+            &[1, 3],
+            &[20, 600],
+            &[1000, 60_000],
+            Some((&[0, 30], &[false, true])),
+        );
+        assert_eq!(r, slidelimit_result::Ok);
+        let mut count = 0;
+        unsafe { slidelimit_policy_limit_count(p, &mut count) };
+        assert_eq!(count, 2);
+        let (mut a, mut l, mut w, mut b) = (0u32, 0u64, 0u64, 0u64);
+        let r = unsafe { slidelimit_policy_limit(p, 1, &mut a, &mut l, &mut w, &mut b) };
+        assert_eq!(r, slidelimit_result::Ok);
+        assert_eq!((a, l, w, b), (3, 600, 60_000, 30));
+        let r = unsafe { slidelimit_policy_limit(p, 2, &mut a, &mut l, &mut w, &mut b) };
+        assert_eq!(r, slidelimit_result::InvalidArgument);
+        let mut buf = [0u8; SLIDELIMIT_KEY_MAX];
+        let (mut n, mut slot_out) = (0usize, 0u16);
+        let r = unsafe {
+            slidelimit_policy_limit_key(
+                p,
+                1,
+                b"t".as_ptr(),
+                1,
+                buf.as_mut_ptr(),
+                buf.len(),
+                &mut n,
+                &mut slot_out,
+                null_mut(),
+                0,
+                null_mut(),
+                null_mut(),
+            )
+        };
+        assert_eq!(r, slidelimit_result::Ok);
+        assert_eq!(&buf[..n], b"rl:{geo:t}:bucketed:60000:30");
+        let (mut text, mut text_len, mut sha, mut sha_len) = (null(), 0, null(), 0);
+        let r = unsafe {
+            slidelimit_policy_script(p, 1, &mut text, &mut text_len, &mut sha, &mut sha_len)
+        };
+        assert_eq!(r, slidelimit_result::Ok);
+        let sha = unsafe { std::slice::from_raw_parts(sha, sha_len) };
+        assert_eq!(
+            sha,
+            slidelimit_core::Script::multi_limit(slidelimit_core::Mode::Acquire)
+                .sha1()
+                .as_bytes()
+        );
+        unsafe { slidelimit_policy_free(p) };
+
+        let (r, _, field, msg) = new_limits(&[1, 1], &[20, 600], &[1000, 0], None);
+        assert_eq!(r, slidelimit_result::InvalidArgument);
+        assert_eq!(
+            (field.as_str(), msg.as_str()),
+            (
+                "limits[1].window_ms",
+                "limits[1].window_ms: must be at least 1"
+            )
+        );
+        let (r, _, field, _) = new_limits(&[1, 9], &[20, 600], &[1000, 60_000], None);
+        assert_eq!(
+            (r, field.as_str()),
+            (slidelimit_result::InvalidArgument, "limits[1].algorithm")
+        );
+        let (r, _, field, _) = new_limits(&[1; 9], &[1; 9], &[1; 9], None);
+        assert_eq!(
+            (r, field.as_str()),
+            (slidelimit_result::InvalidArgument, "limits")
+        );
+        let (r, _, field, _) = new_limits(&[], &[], &[], None);
+        assert_eq!(
+            (r, field.as_str()),
+            (slidelimit_result::InvalidArgument, "limits")
+        );
     }
 }

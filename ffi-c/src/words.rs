@@ -8,11 +8,12 @@ use crate::result::slidelimit_result;
 use slidelimit_core::Decision;
 
 /// How many `uint64_t` words `slidelimit_decision_words_from_reply` writes.
-pub const SLIDELIMIT_DECISION_WORDS: usize = 5;
+pub const SLIDELIMIT_DECISION_WORDS: usize = 6;
 
 /// `slidelimit_decision_from_reply` with the decision written as
 /// `SLIDELIMIT_DECISION_WORDS` words to `out_words`, in this order: allowed
-/// (1 or 0), remaining, retry_after_ms, reset_after_ms, now_ms, so a binding
+/// (1 or 0), remaining, retry_after_ms, reset_after_ms, now_ms, and
+/// `denied_by + 1` (0 when the decision names no denying limit), so a binding
 /// reads it back in one go. No message buffer: on a failure (the same code
 /// for the same reply, out_words untouched), call
 /// `slidelimit_decision_from_reply` for core's message and field.
@@ -32,6 +33,7 @@ pub unsafe extern "C" fn slidelimit_decision_words_from_reply(
             d.retry_after_ms,
             d.reset_after_ms,
             d.now_ms,
+            d.denied_by.map_or(0, |p| u64::from(p) + 1),
         ];
         std::ptr::copy_nonoverlapping(words.as_ptr(), out_words, words.len());
         Ok(())
@@ -48,8 +50,10 @@ mod tests {
     // refuses gets the same code here with the words left alone.
     #[test]
     fn words_match_the_struct_form() {
-        let replies: [&[i64]; 5] = [
+        let replies: [&[i64]; 7] = [
             &[1, 2, 0, 1000, 5000],
+            &[0, 0, 250, 900, 5000, 2],
+            &[0, 0, 250, 900, 5000, 0],
             &[0, 0, 250, 900, 5000],
             &[2, 0, 0, 0, 0],
             &[1, -1, 0, 0, 0],
@@ -62,6 +66,7 @@ mod tests {
                 retry_after_ms: 7,
                 reset_after_ms: 7,
                 now_ms: 7,
+                denied_by: 7,
             };
             let mut words = [7u64; SLIDELIMIT_DECISION_WORDS];
             let (by_struct, by_words) = unsafe {
@@ -90,6 +95,7 @@ mod tests {
                     d.retry_after_ms,
                     d.reset_after_ms,
                     d.now_ms,
+                    u64::try_from(d.denied_by + 1).unwrap(),
                 ]
             } else {
                 [7; SLIDELIMIT_DECISION_WORDS]

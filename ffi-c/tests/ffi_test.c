@@ -496,10 +496,14 @@ static void test_replies(void) {
   const int64_t allowed[5] = {1, 2, 0, 1000, 5000};
   CHECK(slidelimit_decision_from_reply(allowed, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 2 && d.retry_after_ms == 0 && d.reset_after_ms == 1000 &&
-        d.now_ms == 5000);
+        d.now_ms == 5000 && d.denied_by == -1);
   const int64_t denied[5] = {0, 0, 250, 900, 5000};
   CHECK(slidelimit_decision_from_reply(denied, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
-  CHECK(!d.allowed && d.retry_after_ms == 250);
+  CHECK(!d.allowed && d.retry_after_ms == 250 && d.denied_by == -1);
+  /* A multi-limit reply: the sixth integer is denied_by + 1. */
+  const int64_t denied_by_second[6] = {0, 0, 250, 900, 5000, 2};
+  CHECK(slidelimit_decision_from_reply(denied_by_second, 6, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(!d.allowed && d.retry_after_ms == 250 && d.denied_by == 1);
 
   memset(&d, 0x5A, sizeof d);
   slidelimit_decision before = d;
@@ -865,7 +869,9 @@ static void test_metrics(void) {
   CHECK(slidelimit_metric_wait_seconds(1500) == 1.5);
   /* Bad ids and NULL out-pointers. */
   CHECK(slidelimit_metric_name(0, &p, &n) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
-  CHECK(slidelimit_metric_help(4, &p, &n) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(slidelimit_metric_name(SLIDELIMIT_METRIC_LOCAL_DENIED_TOTAL, &p, &n) == SLIDELIMIT_RESULT_OK);
+  CHECK(bytes_eq(p, n, "ratelimit_local_denied_total"));
+  CHECK(slidelimit_metric_help(5, &p, &n) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(slidelimit_metric_name(1, NULL, &n) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_metric_help(1, &p, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_metric_label_count(1, false, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);

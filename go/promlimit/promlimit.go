@@ -1,7 +1,9 @@
 // Package promlimit exports a slidelimit Limiter's decisions as the
 // Prometheus metrics every slidelimit binding exports:
-// ratelimit_allowed_total and ratelimit_denied_total (labels resource and,
-// optionally, tenant) and ratelimit_wait_seconds (label resource), the
+// ratelimit_allowed_total, ratelimit_denied_total and
+// ratelimit_local_denied_total (the denials the Limiter's deny cache answered
+// without a Redis call, also counted as denied) with labels resource and,
+// optionally, tenant; and ratelimit_wait_seconds (label resource), the
 // retry-after handed to denied callers. Names, help texts, labels and buckets
 // come from slidelimit-core (slidelimit.Metrics), so dashboards and alerts
 // work with workers in any language.
@@ -19,11 +21,12 @@ import (
 	"github.com/slidelimit/slidelimit/go"
 )
 
-// Metrics are the three collectors, registered by NewMetrics. They are a
+// Metrics are the four collectors, registered by NewMetrics. They are a
 // slidelimit.Observer: give them to any number of Limiters with
 // slidelimit.WithObserver.
 type Metrics struct {
 	allowed, denied *prometheus.CounterVec
+	localDenied     *prometheus.CounterVec
 	wait            *prometheus.HistogramVec
 	tenantLabel     bool
 }
@@ -57,11 +60,13 @@ func NewMetrics(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			counterLabels(table.Allowed)),
 		denied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: table.Denied.Name, Help: table.Denied.Help},
 			counterLabels(table.Denied)),
+		localDenied: prometheus.NewCounterVec(prometheus.CounterOpts{Name: table.LocalDenied.Name,
+			Help: table.LocalDenied.Help}, counterLabels(table.LocalDenied)),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: table.Wait.Name, Help: table.Wait.Help,
 			Buckets: table.Wait.Buckets}, table.Wait.Labels),
 		tenantLabel: opts.TenantLabel,
 	}
-	collectors := []prometheus.Collector{m.allowed, m.denied, m.wait}
+	collectors := []prometheus.Collector{m.allowed, m.denied, m.wait, m.localDenied}
 	for i, c := range collectors {
 		if err := reg.Register(c); err != nil {
 			// All or nothing: a failed call leaves reg as it was.
@@ -74,7 +79,8 @@ func NewMetrics(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	return m, nil
 }
 
-// ObserveAcquire counts one acquire: allowed, or denied with its wait.
+// ObserveAcquire counts one acquire: allowed, or denied with its wait (and
+// as a local denial when the deny cache answered it).
 // Failed acquires (e.Err set) are not counted: core's table has no metric
 // for them; count them with an Observer of your own (docs/go.md shows one).
 func (m *Metrics) ObserveAcquire(e slidelimit.AcquireEvent) {
@@ -91,5 +97,8 @@ func (m *Metrics) ObserveAcquire(e slidelimit.AcquireEvent) {
 		return
 	}
 	m.denied.WithLabelValues(labels...).Inc()
+	if e.Local {
+		m.localDenied.WithLabelValues(labels...).Inc()
+	}
 	m.wait.WithLabelValues(e.Resource).Observe(e.Decision.WaitSeconds())
 }

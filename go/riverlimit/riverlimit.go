@@ -55,7 +55,9 @@ type Outcome struct {
 	Ran bool
 	// Snooze is the delay handed to River when the job was snoozed.
 	Snooze time.Duration
-	// Decision is the limiter's answer (zero when Err is set).
+	// Decision is the limiter's answer (zero when Err is set); for a policy
+	// of several limits, Decision.DeniedBy names the one that snoozed the
+	// job.
 	Decision slidelimit.Decision
 	// Err is the limiter's error, if any.
 	Err error

@@ -80,28 +80,67 @@ pub struct Decision {
     pub retry_after_ms: f64,
     pub reset_after_ms: f64,
     pub now_ms: f64,
+    /// For a denial by a policy of several limits, the position (from 0) of
+    /// the limit that denied with the longest retry; `None` otherwise.
+    pub denied_by: Option<f64>,
 }
 
 impl From<sl::Decision> for Decision {
     fn from(d: sl::Decision) -> Self {
-        let [_, remaining, retry_after_ms, reset_after_ms, now_ms] = d.to_f64_reply();
+        // Every field is below 2^53 by core's construction: the casts are exact.
         Decision {
             allowed: d.allowed,
-            remaining,
-            retry_after_ms,
-            reset_after_ms,
-            now_ms,
+            remaining: d.remaining as f64,
+            retry_after_ms: d.retry_after_ms as f64,
+            reset_after_ms: d.reset_after_ms as f64,
+            now_ms: d.now_ms as f64,
+            denied_by: d.denied_by.map(f64::from),
         }
     }
 }
 
+impl Decision {
+    /// Back to core's decision (for the deny cache): each field as core's
+    /// integer, refused as core refuses a double that is none.
+    fn to_core(self) -> Result<sl::Decision> {
+        let denied_by = self
+            .denied_by
+            .map(|p| sl::u64_from_f64("denied_by", p))
+            .transpose()?
+            .map(|p| u32::try_from(p).unwrap_or(u32::MAX));
+        Ok(sl::Decision {
+            allowed: self.allowed,
+            remaining: sl::u64_from_f64("remaining", self.remaining)?,
+            retry_after_ms: sl::u64_from_f64("retry_after_ms", self.retry_after_ms)?,
+            reset_after_ms: sl::u64_from_f64("reset_after_ms", self.reset_after_ms)?,
+            now_ms: sl::u64_from_f64("now_ms", self.now_ms)?,
+            denied_by,
+        })
+    }
+}
+
+/// What [`parse_reply`] writes in the sixth element of a six-element reply
+/// (a policy of several limits) when no limit denied.
+pub const DENIED_BY_NONE: f64 = -1.0;
+
 /// Parses the script reply held in `buf` (elements that were not numbers
 /// arrive as NaN) and, when it is valid, writes the decision over it in field
-/// order (allowed as 0 or 1); a valid reply has exactly as many elements as a
-/// decision has fields.
+/// order: allowed as 0 or 1, remaining, retry_after_ms, reset_after_ms,
+/// now_ms and, for the six elements of a policy of several limits,
+/// denied_by (from 0; [`DENIED_BY_NONE`] when none). A valid reply has
+/// exactly as many elements as its decision has fields.
 pub fn parse_reply(buf: &mut [f64]) -> Result<()> {
-    let decision = sl::Decision::from_f64_reply(buf)?;
-    buf.copy_from_slice(&decision.to_f64_reply());
+    let d = Decision::from(sl::Decision::from_f64_reply(buf)?);
+    buf[..sl::REPLY_LEN].copy_from_slice(&[
+        f64::from(u8::from(d.allowed)),
+        d.remaining,
+        d.retry_after_ms,
+        d.reset_after_ms,
+        d.now_ms,
+    ]);
+    if let Some(slot) = buf.get_mut(sl::REPLY_LEN) {
+        *slot = d.denied_by.unwrap_or(DENIED_BY_NONE);
+    }
     Ok(())
 }
 
@@ -141,10 +180,33 @@ pub fn parse_reply_values(values: &[ReplyValue]) -> Result<Decision> {
     Ok(sl::Decision::from_f64_reply(&doubles)?.into())
 }
 
+/// One limit of a policy as JS states it (`limits: [{ algorithm, limit,
+/// windowMs, buckets }]`), before core's validation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LimitSpec {
+    pub algorithm: String,
+    pub limit: f64,
+    pub window_ms: f64,
+    /// `None`: core's default for a bucketed window, none for the others.
+    pub buckets: Option<f64>,
+}
+
 /// A validated policy (core's `Policy`) with JS-typed accessors.
 #[derive(Debug, Clone)]
 pub struct Policy {
     inner: sl::Policy,
+}
+
+/// `e`, an error about `field` of one limit, as core names it for the limit
+/// at `index` of a policy of several (`limits[1].algorithm`).
+fn at_limit(e: sl::Error, renamed: &'static str) -> sl::Error {
+    let problem = e
+        .field()
+        .and_then(|field| e.message().strip_prefix(field))
+        .and_then(|m| m.strip_prefix(": "))
+        .unwrap_or(e.message())
+        .to_owned();
+    sl::Error::invalid(renamed, problem)
 }
 
 impl Policy {
@@ -166,6 +228,99 @@ impl Policy {
         let inner =
             sl::Policy::with_buckets(namespace, resource, algorithm, limit, window_ms, buckets)?;
         Ok(Policy { inner })
+    }
+
+    /// A policy of one or several limits (core's `Policy::with_limits`). A
+    /// value JS cannot hand over as core's type is refused under the name
+    /// core gives the field (`limit` for one limit, `limits[1].limit` for
+    /// several); a list core refuses whole (empty, too long) is core's error.
+    pub fn with_limits(namespace: &str, resource: &str, specs: &[LimitSpec]) -> Result<Policy> {
+        let several = specs.len() > 1;
+        let mut limits = Vec::with_capacity(specs.len());
+        if specs.len() > sl::MAX_LIMITS {
+            // Core refuses the count before it reads any limit.
+            limits.resize(specs.len(), sl::Limit::new(sl::DEFAULT_ALGORITHM, 1, 1));
+        } else {
+            for (index, spec) in specs.iter().enumerate() {
+                let name = |field: &'static str| match several {
+                    true => sl::limit_field(index, field).unwrap_or(field),
+                    false => field,
+                };
+                let algorithm =
+                    sl::Algorithm::parse(&spec.algorithm).map_err(|e| match several {
+                        true => at_limit(e, name("algorithm")),
+                        false => e,
+                    })?;
+                limits.push(sl::Limit {
+                    algorithm,
+                    limit: sl::u64_from_f64(name("limit"), spec.limit)?,
+                    window_ms: sl::u64_from_f64(name("window_ms"), spec.window_ms)?,
+                    buckets: spec
+                        .buckets
+                        .map(|n| sl::u64_from_f64(name("buckets"), n))
+                        .transpose()?,
+                });
+            }
+        }
+        let inner = sl::Policy::with_limits(namespace, resource, &limits)?;
+        Ok(Policy { inner })
+    }
+
+    /// [`Policy::with_limits`] from one list per field, as the shells take
+    /// them from JS (`buckets`: `None` where a limit has none).
+    pub fn with_limit_columns(
+        namespace: &str,
+        resource: &str,
+        algorithms: Vec<String>,
+        limits: &[f64],
+        windows: &[f64],
+        buckets: &[Option<f64>],
+    ) -> Result<Policy> {
+        let n = algorithms.len();
+        if [limits.len(), windows.len(), buckets.len()] != [n; 3] {
+            return Err(sl::Error::new(
+                sl::ErrorCode::Internal,
+                "the lists of a policy's limits differ in length",
+            )
+            .into());
+        }
+        let specs: Vec<LimitSpec> = algorithms
+            .into_iter()
+            .enumerate()
+            .map(|(i, algorithm)| LimitSpec {
+                algorithm,
+                limit: limits[i],
+                window_ms: windows[i],
+                buckets: buckets[i],
+            })
+            .collect();
+        Policy::with_limits(namespace, resource, &specs)
+    }
+
+    /// Every limit (buckets resolved), as a JSON list of
+    /// `{"algorithm","limit","windowMs"[,"buckets"]}` objects.
+    pub fn limits_json(&self) -> String {
+        let limits: Vec<String> = self
+            .inner
+            .limits()
+            .iter()
+            .map(|l| {
+                let buckets = l.buckets.map(|n| format!(r#","buckets":{n}"#));
+                format!(
+                    r#"{{"algorithm":"{}","limit":{},"windowMs":{}{}}}"#,
+                    l.algorithm.as_str(),
+                    l.limit,
+                    l.window_ms,
+                    buckets.unwrap_or_default()
+                )
+            })
+            .collect();
+        format!("[{}]", limits.join(","))
+    }
+
+    /// Every limit's Redis key of `tenant` (what a reset deletes).
+    pub fn keys(&self, tenant: &str) -> Result<Vec<String>> {
+        Ok(self.inner.keys(tenant)?)
     }
 
     pub fn namespace(&self) -> String {
@@ -215,13 +370,12 @@ impl Policy {
 
     /// The Lua source for EVAL after a NOSCRIPT.
     pub fn script_text(&self, peek: bool) -> String {
-        sl::Script::new(self.inner.algorithm(), mode(peek))
-            .text()
-            .to_owned()
+        self.inner.script(mode(peek)).text().to_owned()
     }
 
     /// Core's server-error table for an error reply (`reply`, the server's
-    /// text) to this policy's call on `key`: `None` means send the same call
+    /// text) to this policy's call on `key` (its first key, named with the
+    /// first limit's algorithm, for a policy of several limits): `None` means send the same call
     /// once as EVAL; otherwise the error, final for the call. `after_retry`:
     /// the reply answered that EVAL (or a command with no retry, like DEL).
     pub fn map_server_error(&self, reply: &str, key: &str, after_retry: bool) -> Option<JsError> {
@@ -281,26 +435,112 @@ impl MemoryEngine {
     }
 }
 
+/// Core's local deny cache for one limiter, in JS numbers. `mono_ms` is the
+/// caller's monotonic clock in whole milliseconds. The calls that change it
+/// return how many tenants it holds afterwards, so that JS can skip the
+/// cache's calls while it is empty (an empty cache answers every `check`
+/// with `None`, and `record` of an admission changes nothing in it).
+#[derive(Debug, Clone)]
+pub struct DenyCache {
+    inner: sl::DenyCache,
+}
+
+fn held(cache: &sl::DenyCache) -> u32 {
+    u32::try_from(cache.len()).unwrap_or(u32::MAX)
+}
+
+impl DenyCache {
+    /// A cache of `capacity` tenants; `None`: core's default capacity.
+    pub fn new(capacity: Option<f64>) -> Result<DenyCache> {
+        let capacity = match capacity {
+            None => sl::DEFAULT_DENY_CACHE_CAPACITY,
+            Some(n) => {
+                let n = sl::u64_from_f64("deny_cache_capacity", n)?;
+                // Past usize (wasm32) is past core's maximum too: core says so.
+                usize::try_from(n).unwrap_or(usize::MAX)
+            }
+        };
+        Ok(DenyCache {
+            inner: sl::DenyCache::new(capacity)?,
+        })
+    }
+
+    pub fn capacity(&self) -> f64 {
+        self.inner.capacity() as f64
+    }
+
+    /// Tenants held now.
+    pub fn size(&self) -> u32 {
+        held(&self.inner)
+    }
+
+    /// The local denial of an acquire of `cost` (on server time) by
+    /// `tenant`, or `None`: ask Redis.
+    pub fn check(&mut self, tenant: &str, cost: f64, mono_ms: f64) -> Result<Option<Decision>> {
+        let cost = sl::u64_from_f64("cost", cost)?;
+        let mono_ms = sl::u64_from_f64("mono_ms", mono_ms)?;
+        Ok(self.inner.check(tenant, cost, mono_ms).map(Decision::from))
+    }
+
+    /// Notes Redis's answer `decision` to an acquire of `cost` by `tenant`
+    /// (on server time), which arrived at `mono_ms`. Returns the tenants held.
+    pub fn record(
+        &mut self,
+        tenant: &str,
+        cost: f64,
+        decision: Decision,
+        mono_ms: f64,
+    ) -> Result<u32> {
+        let cost = sl::u64_from_f64("cost", cost)?;
+        let mono_ms = sl::u64_from_f64("mono_ms", mono_ms)?;
+        self.inner
+            .record(tenant, cost, &decision.to_core()?, mono_ms);
+        Ok(held(&self.inner))
+    }
+
+    /// Drops `tenant` (this limiter's own reset). Returns the tenants held.
+    pub fn forget(&mut self, tenant: &str) -> u32 {
+        self.inner.forget(tenant);
+        held(&self.inner)
+    }
+
+    pub fn clear(&mut self) {
+        self.inner.clear();
+    }
+}
+
+/// Core's name of `field` of the limit at `index` in a policy of several
+/// limits (`limits[1].window_ms`); `None` past core's most limits.
+pub fn limit_field(index: u32, field: &str) -> Option<String> {
+    sl::limit_field(usize::try_from(index).ok()?, field).map(str::to_owned)
+}
+
 /// Core's constants a JS caller needs, as JSON (read once at load):
-/// `{"defaults": {"namespace", "algorithm", "timeoutMs"}, "callSeparator",
-/// "metrics": {"allowedTotal": {"name", "help"}, "deniedTotal": ...,
+/// `{"defaults": {"namespace", "algorithm", "timeoutMs",
+/// "denyCacheCapacity"}, "callSeparator", "metrics": {"allowedTotal":
+/// {"name", "help"}, "deniedTotal": ..., "localDeniedTotal": ...,
 /// "waitSeconds": ..., "labels": {"resource", "tenant"}, "waitBuckets": [...]}}`.
 pub fn constants_json() -> String {
     let metric = |name: &str, help: &str| format!(r#"{{"name":"{name}","help":"{help}"}}"#);
     let buckets: Vec<String> = sl::WAIT_BUCKETS.iter().map(f64::to_string).collect();
     format!(
         concat!(
-            r#"{{"defaults":{{"namespace":"{}","algorithm":"{}","timeoutMs":{}}},"#,
+            r#"{{"defaults":{{"namespace":"{}","algorithm":"{}","timeoutMs":{},"denyCacheCapacity":{}}},"#,
             r#""callSeparator":"\u{:04x}","#,
-            r#""metrics":{{"allowedTotal":{},"deniedTotal":{},"waitSeconds":{},"#,
+            r#""metrics":{{"allowedTotal":{},"deniedTotal":{},"localDeniedTotal":{},"waitSeconds":{},"#,
             r#""labels":{{"resource":"{}","tenant":"{}"}},"waitBuckets":[{}]}}}}"#
         ),
         sl::DEFAULT_NAMESPACE,
         sl::DEFAULT_ALGORITHM.as_str(),
         sl::DEFAULT_TIMEOUT_MS,
+        sl::DEFAULT_DENY_CACHE_CAPACITY,
         u32::from(CALL_SEPARATOR),
         metric(sl::METRIC_ALLOWED_TOTAL, sl::METRIC_ALLOWED_TOTAL_HELP),
         metric(sl::METRIC_DENIED_TOTAL, sl::METRIC_DENIED_TOTAL_HELP),
+        metric(
+            sl::METRIC_LOCAL_DENIED_TOTAL,
+            sl::METRIC_LOCAL_DENIED_TOTAL_HELP
+        ),
         metric(sl::METRIC_WAIT_SECONDS, sl::METRIC_WAIT_SECONDS_HELP),
         sl::LABEL_RESOURCE,
         sl::LABEL_TENANT,
@@ -527,15 +767,180 @@ mod tests {
         assert_eq!((e.code, e.field), ("invalid_argument", Some("clock_ms")));
     }
 
+    fn spec(algorithm: &str, limit: f64, window_ms: f64, buckets: Option<f64>) -> LimitSpec {
+        LimitSpec {
+            algorithm: algorithm.into(),
+            limit,
+            window_ms,
+            buckets,
+        }
+    }
+
+    #[test]
+    fn several_limits_go_to_core_with_their_names() {
+        let p = Policy::with_limits(
+            "rl",
+            "geo",
+            &[
+                spec("sliding_log", 2.0, 1000.0, None),
+                spec("bucketed_window", 5.0, 60_000.0, None),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            p.limits_json(),
+            concat!(
+                r#"[{"algorithm":"sliding_log","limit":2,"windowMs":1000},"#,
+                r#"{"algorithm":"bucketed_window","limit":5,"windowMs":60000,"buckets":60}]"#
+            )
+        );
+        assert_eq!(
+            p.keys("t").unwrap(),
+            ["rl:{geo:t}:log:1000", "rl:{geo:t}:bucketed:60000:60"]
+        );
+        assert_eq!(p.key("t").unwrap(), "rl:{geo:t}:log:1000");
+        let call = p.build_call("t", 1.0, None, false).unwrap();
+        let parts: Vec<&str> = call.split(CALL_SEPARATOR).collect();
+        assert_eq!(parts[0], sl::Script::multi_limit(sl::Mode::Acquire).sha1());
+        assert_eq!(parts[1], "2");
+        assert_eq!(
+            p.script_text(true),
+            sl::Script::multi_limit(sl::Mode::Peek).text()
+        );
+        // A value JS cannot hand over is named as core names the field.
+        let log = spec("sliding_log", 2.0, 1000.0, None);
+        for (bad, field) in [
+            (spec("sliding_log", 3.0, 1.5, None), "limits[1].window_ms"),
+            (spec("sliding_log", -3.0, 10.0, None), "limits[1].limit"),
+            (
+                spec("bucketed_window", 3.0, 10.0, Some(0.5)),
+                "limits[1].buckets",
+            ),
+            (spec("fixed", 3.0, 10.0, None), "limits[1].algorithm"),
+            (spec("sliding_log", 3.0, 0.0, None), "limits[1].window_ms"),
+        ] {
+            let e = Policy::with_limits("rl", "geo", &[log.clone(), bad]).unwrap_err();
+            assert_eq!((e.code, e.field), ("invalid_argument", Some(field)));
+            assert!(
+                e.message.starts_with(&format!("{field}: ")),
+                "{}",
+                e.message
+            );
+        }
+        // One limit keeps the plain names.
+        let e = Policy::with_limits("rl", "geo", &[spec("fixed", 3.0, 10.0, None)]).unwrap_err();
+        assert_eq!(e.field, Some("algorithm"));
+        assert_eq!(
+            e.message,
+            sl::Algorithm::parse("fixed").unwrap_err().message()
+        );
+        let e =
+            Policy::with_limits("rl", "geo", &[spec("sliding_log", 3.0, 1.5, None)]).unwrap_err();
+        assert_eq!(e.field, Some("window_ms"));
+        // Empty and over-long lists are core's errors on `limits`.
+        for n in [0, sl::MAX_LIMITS + 1] {
+            let specs = vec![spec("nonsense", f64::NAN, -1.0, None); n];
+            let e = Policy::with_limits("rl", "geo", &specs).unwrap_err();
+            assert_eq!(e.field, Some("limits"), "{n}: {}", e.message);
+        }
+        let e = Policy::with_limit_columns(
+            "rl",
+            "geo",
+            vec!["sliding_log".into(), "sliding_log".into()],
+            &[2.0, 3.0],
+            &[1000.0, 1000.0],
+            &[None, None],
+        )
+        .unwrap_err();
+        assert_eq!(e.field, Some("limits"), "duplicates: {}", e.message);
+        let e = Policy::with_limit_columns("rl", "geo", vec!["sliding_log".into()], &[], &[], &[])
+            .unwrap_err();
+        assert_eq!(e.code, "internal");
+        assert_eq!(
+            limit_field(1, "window_ms").as_deref(),
+            Some("limits[1].window_ms")
+        );
+        assert_eq!(limit_field(sl::MAX_LIMITS as u32, "limit"), None);
+    }
+
+    #[test]
+    fn a_six_element_reply_carries_denied_by() {
+        let mut buf = [0.0, 0.0, 250.0, 900.0, 5000.0, 2.0];
+        parse_reply(&mut buf).unwrap();
+        assert_eq!(buf, [0.0, 0.0, 250.0, 900.0, 5000.0, 1.0]);
+        let mut buf = [1.0, 3.0, 0.0, 900.0, 5000.0, 0.0];
+        parse_reply(&mut buf).unwrap();
+        assert_eq!(buf, [1.0, 3.0, 0.0, 900.0, 5000.0, DENIED_BY_NONE]);
+        let d = parse_reply_values(&[
+            ReplyValue::Number(0.0),
+            ReplyValue::Number(0.0),
+            ReplyValue::Number(5.0),
+            ReplyValue::Number(9.0),
+            ReplyValue::Number(1.0),
+            ReplyValue::Text("1".into()),
+        ])
+        .unwrap();
+        assert_eq!(d.denied_by, Some(0.0));
+        let mut bad = [1.0, 3.0, 0.0, 900.0, 5000.0, 1.0];
+        assert_eq!(parse_reply(&mut bad).unwrap_err().code, "malformed_reply");
+    }
+
+    #[test]
+    fn the_deny_cache_is_cores() {
+        let mut c = DenyCache::new(None).unwrap();
+        assert_eq!(c.capacity(), sl::DEFAULT_DENY_CACHE_CAPACITY as f64);
+        let denial = Decision {
+            allowed: false,
+            remaining: 0.0,
+            retry_after_ms: 500.0,
+            reset_after_ms: 900.0,
+            now_ms: 10_000.0,
+            denied_by: Some(1.0),
+        };
+        assert_eq!(c.check("t", 1.0, 1000.0).unwrap(), None);
+        assert_eq!(c.record("t", 2.0, denial, 1000.0).unwrap(), 1);
+        assert_eq!(c.check("t", 1.0, 1000.0).unwrap(), None, "lower cost");
+        let d = c.check("t", 2.0, 1200.0).unwrap().unwrap();
+        assert_eq!(
+            (
+                d.allowed,
+                d.retry_after_ms,
+                d.reset_after_ms,
+                d.now_ms,
+                d.denied_by
+            ),
+            (false, 300.0, 700.0, 10_200.0, Some(1.0))
+        );
+        let allowed = Decision {
+            allowed: true,
+            retry_after_ms: 0.0,
+            denied_by: None,
+            ..denial
+        };
+        assert_eq!(c.record("t", 1.0, allowed, 1300.0).unwrap(), 0);
+        assert_eq!(c.check("t", 2.0, 1300.0).unwrap(), None);
+        c.record("t", 2.0, denial, 1000.0).unwrap();
+        assert_eq!(c.forget("t"), 0);
+        c.record("t", 2.0, denial, 1000.0).unwrap();
+        c.clear();
+        assert_eq!(c.size(), 0);
+        for bad in [0.0, 1.5, -1.0, (sl::MAX_DENY_CACHE_CAPACITY + 1) as f64] {
+            let e = DenyCache::new(Some(bad)).unwrap_err();
+            assert_eq!(e.field, Some("deny_cache_capacity"), "{bad}");
+        }
+        assert_eq!(DenyCache::new(Some(3.0)).unwrap().capacity(), 3.0);
+    }
+
     #[test]
     fn constants_are_cores() {
         assert_eq!(
             constants_json(),
             concat!(
-                r#"{"defaults":{"namespace":"rl","algorithm":"sliding_log","timeoutMs":1000},"#,
+                r#"{"defaults":{"namespace":"rl","algorithm":"sliding_log","timeoutMs":1000,"denyCacheCapacity":10000},"#,
                 r#""callSeparator":"\u0000","metrics":{"#,
                 r#""allowedTotal":{"name":"ratelimit_allowed_total","help":"Acquires allowed by the rate limiter."},"#,
                 r#""deniedTotal":{"name":"ratelimit_denied_total","help":"Acquires denied by the rate limiter."},"#,
+                r#""localDeniedTotal":{"name":"ratelimit_local_denied_total","help":"Acquires denied in-process by the local deny cache, without a Redis call."},"#,
                 r#""waitSeconds":{"name":"ratelimit_wait_seconds","help":"retry_after handed to denied callers, in seconds."},"#,
                 r#""labels":{"resource":"resource","tenant":"tenant"},"#,
                 r#""waitBuckets":[0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,600]}}"#

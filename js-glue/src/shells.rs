@@ -2,9 +2,10 @@
 //! and the test that keeps every other body out of both shells.
 
 /// Expands, in a shell crate, every export whose body needs nothing of the
-/// framework: the `Policy` getters and `scriptText`, the `MemoryEngine`
-/// constructor and `keyCount`, and the free functions `errorCodes`,
-/// `constantsJson`, `version`, `escapeTenant` and `slot`.
+/// framework: the `Policy` getters, `scriptText` and `limitsJson`, the `MemoryEngine`
+/// constructor and `keyCount`, the `DenyCache` getters, `forget` and
+/// `clear`, and the free functions `errorCodes`, `constantsJson`, `version`,
+/// `escapeTenant`, `slot` and `limitField`.
 ///
 /// `$attr` is the framework's attribute macro, in scope at the call site
 /// (`napi` or `wasm_bindgen`). Both read `getter`, `constructor` and
@@ -58,6 +59,44 @@ macro_rules! shared_exports {
             pub fn script_text(&self, peek: bool) -> String {
                 self.inner.script_text(peek)
             }
+
+            /// Every limit as JSON (`glue::Policy::limits_json`).
+            #[$attr(js_name = "limitsJson")]
+            pub fn limits_json(&self) -> String {
+                self.inner.limits_json()
+            }
+        }
+
+        #[$attr]
+        impl DenyCache {
+            #[$attr(getter)]
+            pub fn capacity(&self) -> f64 {
+                self.inner.capacity()
+            }
+
+            /// Tenants held now.
+            #[$attr(getter)]
+            pub fn size(&self) -> u32 {
+                self.inner.size()
+            }
+
+            /// Drops `tenant` (this limiter's own reset); returns the tenants held.
+            #[$attr]
+            pub fn forget(&mut self, tenant: String) -> u32 {
+                self.inner.forget(&tenant)
+            }
+
+            #[$attr]
+            pub fn clear(&mut self) {
+                self.inner.clear()
+            }
+        }
+
+        /// Core's name of a field of the limit at `index` of a policy of
+        /// several (`limits[1].window_ms`); absent past core's most limits.
+        #[$attr(js_name = "limitField")]
+        pub fn limit_field(index: u32, field: String) -> Option<String> {
+            $crate::limit_field(index, &field)
         }
 
         #[$attr]

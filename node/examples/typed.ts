@@ -26,6 +26,22 @@ async function main(): Promise<void> {
   const memory: MemoryLimiter = Limiter.memory(policy);
   const bucketed = Limiter.memory({ ...policy, algorithm: 'bucketed_window', buckets: 600 });
   const buckets: number | undefined = bucketed.policy.buckets;
+  const twoLimits = new Limiter(
+    redis,
+    {
+      resource: 'geocode',
+      limits: [
+        { limit: 20, windowMs: 1000 },
+        { algorithm: 'bucketed_window', limit: 600, windowMs: 60_000 },
+      ],
+    },
+    { denyCache: { capacity: 50_000 } },
+  );
+  const perMinute: number = twoLimits.policy.limits[1].limit;
+  const denied = await twoLimits.acquire('tenant-17');
+  const which2: number | null = denied.deniedBy;
+  new Limiter(redis, policy, { denyCache: false });
+  console.log(perMinute, which2);
 
   const d: Decision = await limiter.acquire('tenant-17', { cost: 2 });
   const wait: number = d.allowed ? 0 : d.retryAfterMs;
@@ -52,6 +68,12 @@ async function main(): Promise<void> {
   new Limiter(redis, policy, { timeoutMs: '500' });
   // @ts-expect-error algorithm is one of three names
   new Limiter(redis, { ...policy, algorithm: 'fixed_window' });
+  // @ts-expect-error limits replaces limit, windowMs and the rest
+  new Limiter(redis, { ...policy, limits: [{ limit: 1, windowMs: 1000 }] });
+  // @ts-expect-error the policy's limits are read-only
+  twoLimits.policy.limits[0].limit = 5;
+  // @ts-expect-error denyCache is a boolean or { capacity }
+  new Limiter(redis, policy, { denyCache: 'on' });
   // @ts-expect-error buckets is a number
   new Limiter(redis, { ...policy, algorithm: 'bucketed_window', buckets: '60' });
 

@@ -17,17 +17,27 @@ function splitCall(encoded) {
 // goes as NaN, so core reports `malformed_reply` for it like for any other
 // bad reply. `impl`: the addon or the wasm build (the loaded one by default).
 function numberReplyParser(impl = core) {
-  // Shared scratch space: safe, the call is synchronous.
-  const scratch = new Float64Array(5);
+  // Shared scratch space (five elements for one limit, six for several):
+  // safe, the call is synchronous.
+  const scratch5 = new Float64Array(5);
+  const scratch6 = new Float64Array(6);
   return function parseReply(reply) {
     const n = Array.isArray(reply) ? reply.length : 0;
-    const buf = n === scratch.length ? scratch : new Float64Array(n);
+    const buf = n === 5 ? scratch5 : n === 6 ? scratch6 : new Float64Array(n);
     for (let i = 0; i < n; i++) {
       const v = reply[i];
       buf[i] = typeof v === 'number' ? v : NaN;
     }
     impl.parseReply(buf);
-    return { allowed: buf[0] === 1, remaining: buf[1], retryAfterMs: buf[2], resetAfterMs: buf[3], nowMs: buf[4] };
+    return {
+      allowed: buf[0] === 1,
+      remaining: buf[1],
+      retryAfterMs: buf[2],
+      resetAfterMs: buf[3],
+      nowMs: buf[4],
+      // Core writes the denying limit's position (from 0) sixth, or a negative number for none.
+      deniedBy: n === 6 && buf[5] >= 0 ? buf[5] : null,
+    };
   };
 }
 

@@ -42,9 +42,16 @@ function num(field, value) {
   return value;
 }
 
-/** Builds core's Policy from `{ namespace, resource, algorithm, limit, windowMs, buckets }`. */
+// The fields of a policy of one limit; `limits` replaces all of them.
+const SINGLE_FIELDS = ['algorithm', 'limit', 'windowMs', 'buckets'];
+
+/**
+ * Builds core's Policy from `{ namespace, resource, algorithm, limit, windowMs, buckets }`
+ * or `{ namespace, resource, limits: [{ algorithm, limit, windowMs, buckets }, ...] }`.
+ */
 function createPolicy(spec) {
   if (spec === null || typeof spec !== 'object') throw invalid('policy', 'must be an object');
+  if (spec.limits !== undefined) return createLimitsPolicy(spec);
   const {
     namespace = constants.defaults.namespace,
     resource,
@@ -67,15 +74,53 @@ function createPolicy(spec) {
   }
 }
 
+function createLimitsPolicy(spec) {
+  const { namespace = constants.defaults.namespace, resource, limits } = spec;
+  const both = SINGLE_FIELDS.filter((name) => spec[name] !== undefined);
+  if (both.length !== 0) {
+    throw invalid('limits', `give either limits or ${both.join(', ')}, not both`);
+  }
+  str('namespace', namespace);
+  str('resource', resource);
+  if (!Array.isArray(limits)) throw invalid('limits', 'must be an array of { algorithm, limit, windowMs, buckets }');
+  const n = limits.length;
+  // Field names are core's: `limit` for one limit, `limits[1].limit` for
+  // several. A list longer than core takes (no name for its last limit) core
+  // refuses whole before reading any limit: its values are not looked at.
+  const named = n === 1 ? (i, field) => field : (i, field) => core.limitField(i, field);
+  const readable = n === 0 || named(n - 1, 'limit') != null; // napi: null, wasm: undefined
+  const algorithms = new Array(n).fill(constants.defaults.algorithm);
+  const values = new Array(n).fill(0);
+  const windows = new Array(n).fill(0);
+  const buckets = new Array(n).fill(undefined);
+  for (let i = 0; readable && i < n; i++) {
+    const l = limits[i];
+    if (l === null || typeof l !== 'object') throw invalid('limits', `limits[${i}] must be an object`);
+    const { algorithm = constants.defaults.algorithm, limit, windowMs, buckets: count } = l;
+    algorithms[i] = str(named(i, 'algorithm'), algorithm);
+    values[i] = num(named(i, 'limit'), limit);
+    windows[i] = num(named(i, 'window_ms'), windowMs);
+    if (count !== undefined) buckets[i] = num(named(i, 'buckets'), count);
+  }
+  try {
+    return core.Policy.withLimits(namespace, resource, algorithms, values, windows, buckets);
+  } catch (e) {
+    throw fromCore(e);
+  }
+}
+
 function describe(policy) {
+  const limits = JSON.parse(policy.limitsJson()).map((l) => Object.freeze(l));
   return Object.freeze({
     namespace: policy.namespace,
     resource: policy.resource,
+    // The first limit's (the only one's, for a policy of one limit).
     algorithm: policy.algorithm,
     limit: policy.limit,
     windowMs: policy.windowMs,
     // Only a bucketed window has buckets (napi says null, wasm undefined).
     ...(policy.buckets == null ? {} : { buckets: policy.buckets }),
+    limits: Object.freeze(limits),
   });
 }
 
@@ -243,6 +288,24 @@ function checkTimeout(timeoutMs) {
   }
 }
 
+// The local deny cache (core's DenyCache): on with core's default capacity
+// unless the caller says `false` or gives `{ capacity }`.
+function createDenyCache(option) {
+  if (option === undefined || option === true) return new core.DenyCache();
+  if (option === false || option === null) return null;
+  if (typeof option !== 'object') throw invalid('deny_cache', 'must be true, false or { capacity }');
+  const { capacity } = option;
+  if (capacity !== undefined) num('deny_cache_capacity', capacity);
+  try {
+    return new core.DenyCache(capacity);
+  } catch (e) {
+    throw fromCore(e);
+  }
+}
+
+// The deny cache's clock: monotonic, whole milliseconds.
+const monoNow = () => Math.floor(performance.now());
+
 function readLimiterOptions(options) {
   if (options === undefined) return {};
   if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
@@ -299,6 +362,10 @@ class Limiter {
   #metrics;
   #parse = parseReply;
   #calls = new CallCache();
+  #denyCache;
+  // Tenants the deny cache may hold (exact after each record or forget; a
+  // check only drops entries): while 0, its calls would change nothing.
+  #denied = 0;
 
   constructor(redis, policy, options) {
     if (!redis || typeof redis.evalsha !== 'function' || typeof redis.eval !== 'function') {
@@ -310,6 +377,7 @@ class Limiter {
     const opts = readLimiterOptions(options);
     this.#deadlines = new Deadlines(checkTimeout(opts.timeoutMs));
     this.#metrics = checkMetrics(opts.metrics);
+    this.#denyCache = createDenyCache(opts.denyCache);
     this.policy = describe(this.#policy);
   }
 
@@ -337,18 +405,23 @@ class Limiter {
     return this.#check(tenant, options, true);
   }
 
-  /** Forgets everything recorded for `tenant`; resolves to true if anything was. */
+  /**
+   * Forgets everything recorded for `tenant` (every limit's key) and this
+   * limiter's cached denial of it; resolves to true if anything was recorded.
+   */
   reset(tenant) {
-    let key;
+    let keys;
     try {
-      key = this.key(tenant);
+      keys = this.#policy.keys(tenantOf(tenant));
     } catch (e) {
-      return Promise.reject(e);
+      return Promise.reject(fromCore(e));
     }
     return new Promise((resolve, reject) => {
       const ticket = this.#track(reject);
-      this.#redis.del(key).then(
+      this.#redis.del(...keys).then(
         (n) => {
+          // The keys are gone even if the call already timed out.
+          if (this.#denyCache !== null) this.#denied = this.#denyCache.forget(tenant);
           if (this.#settle(ticket)) resolve(n > 0);
         },
         (err) => {
@@ -362,13 +435,36 @@ class Limiter {
   // error) from ioredis, or the shared deadline timer.
   #check(tenant, options, peek) {
     let call;
+    let cost;
+    let nowMs;
     try {
-      call = this.#callFor(tenant, options, peek);
+      cost = readCost(options);
+      nowMs = readNow(options);
+      call = this.#callFor(tenant, cost, nowMs, peek);
     } catch (e) {
       return Promise.reject(fromCore(e));
     }
+    // The deny cache serves acquires on server time only (after the call
+    // was built: bad arguments are refused as without it).
+    const cache = !peek && nowMs === undefined ? this.#denyCache : null;
+    if (cache !== null && this.#denied > 0) {
+      let local;
+      try {
+        local = cache.check(tenant, cost, monoNow());
+      } catch (e) {
+        return Promise.reject(fromCore(e));
+      }
+      if (local !== null) {
+        try {
+          if (this.#metrics) this.#metrics.observe(this.policy.resource, tenant, local, true);
+        } catch (e) {
+          return Promise.reject(e); // a failing metrics hook fails the call
+        }
+        return Promise.resolve(local);
+      }
+    }
     const policy = this.#policy;
-    const key = call[2]; // [sha1, numkeys, key, ...args]: every script has one key
+    const key = call[2]; // [sha1, numkeys, key, ...]: the first limit's key
     return new Promise((resolve, reject) => {
       const ticket = this.#track(reject);
       const fail = (err) => {
@@ -379,6 +475,21 @@ class Limiter {
         let decision;
         try {
           decision = this.#parse(reply);
+          // Every Redis answer to an acquire on server time goes to the cache
+          // (an admission only drops an entry: nothing to do while it is empty).
+          if (cache !== null && (!decision.allowed || this.#denied > 0)) {
+            this.#denied = cache.record(
+              tenant,
+              cost,
+              decision.allowed,
+              decision.remaining,
+              decision.retryAfterMs,
+              decision.resetAfterMs,
+              decision.nowMs,
+              decision.deniedBy,
+              monoNow(),
+            );
+          }
         } catch (e) {
           reject(fromCore(e));
           return;
@@ -420,9 +531,7 @@ class Limiter {
 
   // Core's call as EVALSHA's arguments, [sha1, numkeys, ...keys, ...args].
   // The default acquire (cost 1, server time) is cached per tenant.
-  #callFor(tenant, options, peek) {
-    const cost = readCost(options);
-    const nowMs = readNow(options);
+  #callFor(tenant, cost, nowMs, peek) {
     if (peek || cost !== 1 || nowMs !== undefined) return this.#build(tenant, cost, nowMs, peek);
     let call = this.#calls.get(tenant);
     if (call === undefined) {

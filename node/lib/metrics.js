@@ -12,7 +12,7 @@ class Metrics {
   #tenantLabel;
 
   /**
-   * Registers the three metrics in `registry` (prom-client's default registry
+   * Registers the four metrics in `registry` (prom-client's default registry
    * when omitted). Leave `tenantLabel` false when tenants are unbounded.
    */
   constructor({ registry, tenantLabel = false, client } = {}) {
@@ -23,6 +23,7 @@ class Metrics {
     this.#tenantLabel = tenantLabel;
     this.allowed = new prom.Counter({ ...spec.allowedTotal, labelNames, registers });
     this.denied = new prom.Counter({ ...spec.deniedTotal, labelNames, registers });
+    this.localDenied = new prom.Counter({ ...spec.localDeniedTotal, labelNames, registers });
     this.wait = new prom.Histogram({
       ...spec.waitSeconds,
       labelNames: [RESOURCE],
@@ -31,13 +32,17 @@ class Metrics {
     });
   }
 
-  /** Records one acquire's decision (limiters call this themselves). */
-  observe(resource, tenant, decision) {
+  /**
+   * Records one acquire's decision (limiters call this themselves). `local`:
+   * the deny cache denied it in-process; it counts as a denial too.
+   */
+  observe(resource, tenant, decision, local = false) {
     const labels = this.#tenantLabel ? { [RESOURCE]: resource, [TENANT]: tenant } : { [RESOURCE]: resource };
     if (decision.allowed) {
       this.allowed.inc(labels);
     } else {
       this.denied.inc(labels);
+      if (local) this.localDenied.inc(labels);
       this.wait.observe({ [RESOURCE]: resource }, decision.retryAfterMs / 1000);
     }
   }

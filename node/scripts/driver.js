@@ -20,6 +20,8 @@ const TYPES = {
   string: (v) => typeof v === 'string',
   number: (v) => typeof v === 'number',
   array: Array.isArray,
+  boolean: (v) => typeof v === 'boolean',
+  object: (v) => typeof v === 'object' && !Array.isArray(v),
 };
 
 // The field's value, or undefined when absent (null counts as absent: it is
@@ -41,10 +43,11 @@ function digits(name, n) {
 }
 
 function decisionLine(d) {
+  const deniedBy = d.deniedBy === null ? '' : `,"denied_by":${digits('deniedBy', d.deniedBy)}`;
   return (
     `{"allowed":${d.allowed === true},"remaining":${digits('remaining', d.remaining)},` +
     `"retry_after_ms":${digits('retryAfterMs', d.retryAfterMs)},` +
-    `"reset_after_ms":${digits('resetAfterMs', d.resetAfterMs)},"now_ms":${digits('nowMs', d.nowMs)}}`
+    `"reset_after_ms":${digits('resetAfterMs', d.resetAfterMs)},"now_ms":${digits('nowMs', d.nowMs)}${deniedBy}}`
   );
 }
 
@@ -99,19 +102,51 @@ function closeStore(store) {
   if (store && store.redis) store.redis.disconnect();
 }
 
+// Absent fields take the package's defaults, as a user leaving them out would.
+function present(fields) {
+  for (const name of Object.keys(fields)) if (fields[name] === undefined) delete fields[name];
+  return fields;
+}
+
+// One limit of `limits`, each field as in the single form.
+function limitOf(entry, i) {
+  if (!TYPES.object(entry) || entry === null) throw new ProtocolError(`policy: limits[${i}] must be a JSON object`);
+  const at = { ...entry, op: `policy: limits[${i}]` };
+  return present({
+    algorithm: field(at, 'algorithm', 'string'),
+    limit: field(at, 'limit', 'number'),
+    windowMs: field(at, 'window_ms', 'number'),
+    buckets: field(at, 'buckets', 'number'),
+  });
+}
+
+const SINGLE_FIELDS = ['algorithm', 'limit', 'window_ms', 'buckets'];
+
 function buildLimiter(store, req) {
-  const policy = {
+  const limits = field(req, 'limits', 'array');
+  const denyCache = field(req, 'deny_cache', 'boolean') === true;
+  const policy = present({
     namespace: field(req, 'namespace', 'string'),
     resource: field(req, 'resource', 'string'),
-    algorithm: field(req, 'algorithm', 'string'),
-    limit: field(req, 'limit', 'number'),
-    windowMs: field(req, 'window_ms', 'number'),
-    buckets: field(req, 'buckets', 'number'),
-  };
-  // Absent fields take the package's defaults, as a user leaving them out would.
-  for (const name of Object.keys(policy)) if (policy[name] === undefined) delete policy[name];
+  });
+  if (limits !== undefined) {
+    const both = SINGLE_FIELDS.filter((name) => req[name] !== undefined && req[name] !== null);
+    if (both.length !== 0) throw new ProtocolError(`policy: limits and ${both.join(', ')} are exclusive`);
+    policy.limits = limits.map(limitOf);
+  } else {
+    Object.assign(
+      policy,
+      present({
+        algorithm: field(req, 'algorithm', 'string'),
+        limit: field(req, 'limit', 'number'),
+        windowMs: field(req, 'window_ms', 'number'),
+        buckets: field(req, 'buckets', 'number'),
+      }),
+    );
+  }
+  // The memory store has no deny cache; on Redis it is off unless asked for.
   if (store.engine) return new slidelimit.MemoryLimiter(policy, { engine: store.engine });
-  return new slidelimit.Limiter(store.redis, policy, store.limiterOptions);
+  return new slidelimit.Limiter(store.redis, policy, { ...store.limiterOptions, denyCache });
 }
 
 const sleep = (ms) => new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms) : setImmediate(resolve)));

@@ -101,7 +101,7 @@ const [native, wasm, nativeEsm, wasmEsm] = ['native', 'wasm', 'native-esm', 'was
 assert.equal(native.implementation, 'native');
 assert.equal(native.nativeLoadError, null);
 assert.match(native.platformPackage, new RegExp(`/app/node_modules/@slidelimit/${host}/`));
-const first = { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 5000 };
+const first = { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 5000, deniedBy: null };
 assert.deepEqual(native.memory[0], first);
 assert.deepEqual(native.memory.map((d) => [d.allowed, d.remaining]), [[true, 1], [true, 0], [false, 0]]);
 assert.deepEqual(native.onRedis, [{ allowed: true, remaining: 1 }, { allowed: true, remaining: 0 }, { allowed: false, remaining: 0 }]);

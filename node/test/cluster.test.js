@@ -82,6 +82,7 @@ test('a Cluster client with redisOptions.stringNumbers reads every decision', as
       retryAfterMs: 0,
       resetAfterMs: 60_000,
       nowMs: 1_000_000,
+      deniedBy: null,
     });
     assert.equal((await plain.acquire('t', { nowMs: 1_000_001 })).allowed, false, 'one budget');
     assert.equal((await viaStrings.acquire('t', { nowMs: 1_000_002 })).retryAfterMs, 59_998);

@@ -32,7 +32,7 @@ const CONTEXT = {
       const policy = { resource: 'doc-metrics', limit: 1, windowMs: 1000 };
     `,
     after: `
-      assert.deepEqual(Object.keys(d), ['allowed', 'remaining', 'retryAfterMs', 'resetAfterMs', 'nowMs']);
+      assert.deepEqual(Object.keys(d), ['allowed', 'remaining', 'retryAfterMs', 'resetAfterMs', 'nowMs', 'deniedBy']);
       assert.deepEqual([d.allowed, d.remaining, d.retryAfterMs, d.resetAfterMs], [true, 599, 0, 60000]);
       // The BullMQ worker of the docs runs a job of the 'geocode' queue with a permit.
       const { Queue } = require('bullmq');

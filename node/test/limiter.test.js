@@ -106,7 +106,14 @@ test('keys and slots come from core', () => {
   assert.equal(slidelimit.slot('foo'), 12182);
   const c = Limiter.memory({ resource: 'geocode', algorithm: 'sliding_counter', limit: 1, windowMs: 1000 });
   assert.equal(c.key('t'), 'rl:{geocode:t}:counter:1000');
-  assert.deepEqual(c.policy, { namespace: 'rl', resource: 'geocode', algorithm: 'sliding_counter', limit: 1, windowMs: 1000 });
+  assert.deepEqual(c.policy, {
+    namespace: 'rl',
+    resource: 'geocode',
+    algorithm: 'sliding_counter',
+    limit: 1,
+    windowMs: 1000,
+    limits: [{ algorithm: 'sliding_counter', limit: 1, windowMs: 1000 }],
+  });
 });
 
 test('a bad policy is invalid_argument naming the field', async () => {
@@ -226,6 +233,7 @@ test('core reads a text reply only as Redis writes integers', () => {
     retryAfterMs: 250,
     resetAfterMs: 900,
     nowMs: 5000,
+    deniedBy: null,
   });
   for (const bad of ['01', '+1', '1.0', ' 1', '', '9007199254740993', null, [1], { n: 1 }, true]) {
     assert.throws(
@@ -251,6 +259,7 @@ test('a client with stringNumbers shares the budget and reads every decision', a
       retryAfterMs: 0,
       resetAfterMs: 60_000,
       nowMs: 1_000_000,
+      deniedBy: null,
     });
     assert.equal((await plain.acquire('t', { nowMs: 1_000_001 })).remaining, 0);
     assert.deepEqual(await viaStrings.acquire('t', { nowMs: 1_000_010 }), {
@@ -259,6 +268,7 @@ test('a client with stringNumbers shares the budget and reads every decision', a
       retryAfterMs: 59_990,
       resetAfterMs: 59_991,
       nowMs: 1_000_010,
+      deniedBy: null,
     });
     assert.equal(await redis.llen(plain.key('t')), 2, 'one key, one budget');
     const d = await viaStrings.acquire('server-time');
@@ -313,19 +323,19 @@ test('bad numbers and tenants are invalid_argument naming the field, on every me
 test('the sliding log fills, denies with the exact hint, and frees at s + W', async () => {
   const l = new Limiter(redis, policy());
   const at = (nowMs, cost = 1) => l.acquire('t-1', { cost, nowMs });
-  assert.deepEqual(await at(10000), { allowed: true, remaining: 2, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10000 });
-  assert.deepEqual(await at(10100), { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10100 });
-  assert.deepEqual(await at(10200), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10200 });
-  assert.deepEqual(await at(10300), { allowed: false, remaining: 0, retryAfterMs: 700, resetAfterMs: 900, nowMs: 10300 });
-  assert.deepEqual(await at(10300, 2), { allowed: false, remaining: 0, retryAfterMs: 800, resetAfterMs: 900, nowMs: 10300 });
+  assert.deepEqual(await at(10000), { allowed: true, remaining: 2, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10000, deniedBy: null });
+  assert.deepEqual(await at(10100), { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10100, deniedBy: null });
+  assert.deepEqual(await at(10200), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 10200, deniedBy: null });
+  assert.deepEqual(await at(10300), { allowed: false, remaining: 0, retryAfterMs: 700, resetAfterMs: 900, nowMs: 10300, deniedBy: null });
+  assert.deepEqual(await at(10300, 2), { allowed: false, remaining: 0, retryAfterMs: 800, resetAfterMs: 900, nowMs: 10300, deniedBy: null });
   assert.equal((await at(10999)).allowed, false);
-  assert.deepEqual(await at(11000), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 11000 });
+  assert.deepEqual(await at(11000), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 11000, deniedBy: null });
 });
 
 test('peek records nothing and reset forgets the tenant', async () => {
   const l = new Limiter(redis, policy({ limit: 2 }));
   const first = await l.peek('t', { nowMs: 5000 });
-  assert.deepEqual(first, { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 5000 });
+  assert.deepEqual(first, { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 5000, deniedBy: null });
   assert.equal(await redis.exists(l.key('t')), 0);
   await l.acquire('t', { cost: 2, nowMs: 5000 });
   assert.equal((await l.peek('t', { nowMs: 5001 })).allowed, false);
@@ -427,14 +437,14 @@ test('the bucketed window holds permits to the end of their bucket, on Redis and
   for (const l of [new Limiter(redis, p), new MemoryLimiter(p)]) {
     const T = 1_800_000_000_000;
     const at = (ms, cost = 1) => l.acquire('t', { cost, nowMs: T + ms });
-    assert.deepEqual(await at(0), { allowed: true, remaining: 2, retryAfterMs: 0, resetAfterMs: 1249, nowMs: T });
+    assert.deepEqual(await at(0), { allowed: true, remaining: 2, retryAfterMs: 0, resetAfterMs: 1249, nowMs: T, deniedBy: null });
     assert.equal((await at(249)).allowed, true);
-    assert.deepEqual(await at(250), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1249, nowMs: T + 250 });
-    assert.deepEqual(await at(260), { allowed: false, remaining: 0, retryAfterMs: 989, resetAfterMs: 1239, nowMs: T + 260 });
+    assert.deepEqual(await at(250), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1249, nowMs: T + 250, deniedBy: null });
+    assert.deepEqual(await at(260), { allowed: false, remaining: 0, retryAfterMs: 989, resetAfterMs: 1239, nowMs: T + 260, deniedBy: null });
     assert.equal((await at(1248)).allowed, false, 'bucket 0 counts through 1248');
-    assert.deepEqual(await l.peek('t', { cost: 2, nowMs: T + 1249 }), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: T + 1249 });
+    assert.deepEqual(await l.peek('t', { cost: 2, nowMs: T + 1249 }), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: T + 1249, deniedBy: null });
     assert.equal((await at(1249, 2)).allowed, true);
-    assert.deepEqual(await at(1300), { allowed: false, remaining: 0, retryAfterMs: 199, resetAfterMs: 949, nowMs: T + 1300 });
+    assert.deepEqual(await at(1300), { allowed: false, remaining: 0, retryAfterMs: 199, resetAfterMs: 949, nowMs: T + 1300, deniedBy: null });
     await assertInvalid(at(1300, 4), 'cost');
     assert.equal(await l.reset('t'), true);
     assert.equal((await at(1300, 3)).allowed, true);
@@ -448,7 +458,15 @@ test('buckets: the option, the key, the default and core\'s errors', async () =>
   const d = Limiter.memory({ resource: 'geocode', algorithm: 'bucketed_window', limit: 5, windowMs: 60000 });
   assert.equal(d.policy.buckets, 60, 'core\'s default');
   assert.equal(d.key('t'), 'rl:{geocode:t}:bucketed:60000:60');
-  assert.deepEqual(d.policy, { namespace: 'rl', resource: 'geocode', algorithm: 'bucketed_window', limit: 5, windowMs: 60000, buckets: 60 });
+  assert.deepEqual(d.policy, {
+    namespace: 'rl',
+    resource: 'geocode',
+    algorithm: 'bucketed_window',
+    limit: 5,
+    windowMs: 60000,
+    buckets: 60,
+    limits: [{ algorithm: 'bucketed_window', limit: 5, windowMs: 60000, buckets: 60 }],
+  });
   assert.equal('buckets' in new MemoryLimiter(policy()).policy, false, 'only a bucketed window has buckets');
   for (const [overrides, field] of [
     [{ algorithm: 'bucketed_window' }, 'buckets'], // the default 60 does not divide 1000
@@ -474,7 +492,7 @@ test('a flushed script cache is invisible (NOSCRIPT falls back to EVAL once)', a
   await redis.script('FLUSH');
   assert.equal((await l.acquire('t', { nowMs: 1001 })).remaining, 1);
   await redis.script('FLUSH');
-  assert.deepEqual(await l.peek('t', { nowMs: 1002 }), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 1002 });
+  assert.deepEqual(await l.peek('t', { nowMs: 1002 }), { allowed: true, remaining: 0, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 1002, deniedBy: null });
   assert.equal((await l.acquire('t', { nowMs: 1003 })).remaining, 0);
   assert.equal((await l.acquire('t', { nowMs: 1004 })).allowed, false);
 });

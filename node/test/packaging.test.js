@@ -71,7 +71,7 @@ test.after(() => fs.rmSync(project, { recursive: true, force: true }));
 
 const expected = {
   key: 'rl:{geocode:a%7Db}:log:1000',
-  decision: { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 5000 },
+  decision: { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 1000, nowMs: 5000, deniedBy: null },
   bullmq: true,
 };
 

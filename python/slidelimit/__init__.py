@@ -12,6 +12,7 @@ redis-py.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 from enum import Enum
 
@@ -52,22 +53,56 @@ class Algorithm(str, Enum):
 #: The algorithm a caller who names none gets (core's default): exact.
 DEFAULT_ALGORITHM = Algorithm(_core.DEFAULT_ALGORITHM)
 
-_core._register(BY_CODE, Algorithm, datetime.timedelta)
+#: The most limits one policy may hold (core's).
+MAX_LIMITS: int = _core.MAX_LIMITS
 
-from ._limiter import DEFAULT_TIMEOUT_MS, AsyncLimiter, Limiter  # noqa: E402
+
+@dataclasses.dataclass(frozen=True)
+class Limit:
+    """One limit of a policy of several: ``limit`` permits per ``window_ms``
+    under ``algorithm`` (``buckets`` for a bucketed window; None: core's
+    default). ``Policy(..., limits=[...])`` validates it, naming the field
+    (``limits[1].window_ms``)."""
+
+    algorithm: Algorithm | str
+    limit: int
+    window_ms: int
+    buckets: int | None = None
+
+    def __post_init__(self) -> None:
+        # A known name becomes the enum, so that equal limits hash alike;
+        # anything else is left for Policy to refuse.
+        name = self.algorithm
+        if not isinstance(name, Algorithm) and name in _core.ALGORITHMS:
+            object.__setattr__(self, "algorithm", Algorithm(name))
+
+
+_core._register(BY_CODE, Algorithm, Limit, datetime.timedelta)
+
+from ._limiter import (  # noqa: E402
+    DEFAULT_DENY_CACHE_CAPACITY,
+    DEFAULT_TIMEOUT_MS,
+    AsyncLimiter,
+    DenyCacheOption,
+    Limiter,
+)
 
 __version__ = VERSION
 
 __all__ = [
     "DEFAULT_ALGORITHM",
+    "DEFAULT_DENY_CACHE_CAPACITY",
     "DEFAULT_NAMESPACE",
     "DEFAULT_TIMEOUT_MS",
+    "MAX_LIMITS",
     "Algorithm",
     "AsyncLimiter",
     "Decision",
+    "DenyCacheOption",
     "Error",
     "Internal",
     "InvalidArgument",
+    "Limit",
     "Limiter",
     "MalformedReply",
     "PermissionDenied",

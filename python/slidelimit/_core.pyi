@@ -1,8 +1,9 @@
 # Types of the Rust extension (python/src/lib.rs).
 import datetime
+from collections.abc import Sequence
 from typing import Any, final
 
-from . import Algorithm
+from . import Algorithm, Limit
 from ._errors import Error
 
 VERSION: str
@@ -16,28 +17,34 @@ METRIC_ALLOWED_TOTAL_HELP: str
 METRIC_DENIED_TOTAL: str
 METRIC_DENIED_TOTAL_HELP: str
 METRIC_WAIT_SECONDS: str
+METRIC_LOCAL_DENIED_TOTAL: str
+METRIC_LOCAL_DENIED_TOTAL_HELP: str
+DEFAULT_DENY_CACHE_CAPACITY: int
+MAX_DENY_CACHE_CAPACITY: int
+MAX_LIMITS: int
 METRIC_WAIT_SECONDS_HELP: str
 COUNTER_LABELS: tuple[str, ...]
 COUNTER_LABELS_WITH_TENANT: tuple[str, ...]
 WAIT_LABELS: tuple[str, ...]
 WAIT_BUCKETS: tuple[float, ...]
 
-# EVALSHA's arguments: sha1, 1, key, limit, window_ms, cost, now_ms or "",
-# and the bucket count of a bucketed window.
-_Call = tuple[str, int, str, str, str, str, str] | tuple[str, int, str, str, str, str, str, str]
+# EVALSHA's arguments: sha1, the number of keys, the keys, then ARGV.
+_Call = tuple[Any, ...]
 
 @final
 class Policy:
-    """A validated rate-limit policy; bad input raises InvalidArgument naming the field."""
+    """A validated rate-limit policy; bad input raises InvalidArgument naming the field.
+    One limit (algorithm, limit, window_ms, buckets) or several (limits)."""
 
     def __init__(
         self,
         namespace: str,
         resource: str,
-        algorithm: Algorithm | str,
-        limit: int,
-        window_ms: int,
+        algorithm: Algorithm | str | None = None,
+        limit: int | None = None,
+        window_ms: int | None = None,
         buckets: int | None = None,
+        limits: Sequence[Limit] | None = None,
     ) -> None: ...
     @property
     def namespace(self) -> str: ...
@@ -51,7 +58,10 @@ class Policy:
     def window_ms(self) -> int: ...
     @property
     def buckets(self) -> int | None: ...
+    @property
+    def limits(self) -> tuple[Limit, ...]: ...
     def key(self, tenant: str) -> str: ...
+    def keys(self, tenant: str) -> list[str]: ...
     def _call(self, tenant: str, cost: int, now_ms: int | None, peek: bool) -> _Call: ...
     def _script_text(self, peek: bool) -> str: ...
     def _decide(self, reply: Any) -> Decision: ...
@@ -70,6 +80,7 @@ class Decision:
         retry_after_ms: int,
         reset_after_ms: int,
         now_ms: int,
+        denied_by: int | None = None,
     ) -> None: ...
     @property
     def allowed(self) -> bool: ...
@@ -81,6 +92,8 @@ class Decision:
     def reset_after_ms(self) -> int: ...
     @property
     def now_ms(self) -> int: ...
+    @property
+    def denied_by(self) -> int | None: ...
     @property
     def retry_after(self) -> datetime.timedelta: ...
     @property
@@ -102,10 +115,24 @@ class MemoryEngine:
     ) -> Decision: ...
     def reset(self, policy: Policy, tenant: str) -> bool: ...
 
+@final
+class DenyCache:
+    def __init__(self, capacity: int) -> None: ...
+    @property
+    def capacity(self) -> int: ...
+    def __len__(self) -> int: ...
+    def check(self, tenant: str, cost: int, now_ms: int) -> Decision | None: ...
+    def record(self, tenant: str, cost: int, decision: Decision, now_ms: int) -> None: ...
+    def forget(self, tenant: str) -> None: ...
+    def clear(self) -> None: ...
+
 def slot(key: str) -> int: ...
 def check_timeout_ms(timeout_ms: int) -> int: ...
 def wait_seconds(retry_after_ms: int) -> float: ...
 def _command_error(reply: str) -> Error: ...
 def _register(
-    errors: dict[str, type[Error]], algorithm: type[Algorithm], timedelta: type[datetime.timedelta]
+    errors: dict[str, type[Error]],
+    algorithm: type[Algorithm],
+    limit: type[Limit],
+    timedelta: type[datetime.timedelta],
 ) -> None: ...

@@ -20,7 +20,10 @@ import time
 from typing import Any
 
 import slidelimit
-from slidelimit import Decision, Limiter, Policy
+from slidelimit import Decision, Limit, Limiter, Policy
+
+#: The fields of one limit of a policy's `limits`.
+LIMIT_FIELDS = ("algorithm", "limit", "window_ms", "buckets")
 
 #: Callers (threads) of one `load`: beyond any harness's need, short of
 #: exhausting the process.
@@ -33,7 +36,16 @@ KNOWN_FIELDS: dict[str, tuple[str, ...]] = {
     "hello": (),
     "exit": (),
     "store": ("kind", "url", "urls", "timeout_ms", "tls_ca_file"),
-    "policy": ("namespace", "resource", "algorithm", "limit", "window_ms", "buckets"),
+    "policy": (
+        "namespace",
+        "resource",
+        "algorithm",
+        "limit",
+        "window_ms",
+        "buckets",
+        "limits",
+        "deny_cache",
+    ),
     "acquire": ("tenant", "cost"),
     "acquire_at": ("tenant", "cost", "now_ms"),
     "peek": ("tenant", "cost", "now_ms"),
@@ -65,10 +77,11 @@ def dumps(value: Any) -> str:
 
 
 def decision_line(d: Decision) -> str:
+    denied_by = "" if d.denied_by is None else f',"denied_by":{d.denied_by}'
     return (
         f'{{"allowed":{"true" if d.allowed else "false"},"remaining":{d.remaining},'
         f'"retry_after_ms":{d.retry_after_ms},"reset_after_ms":{d.reset_after_ms},'
-        f'"now_ms":{d.now_ms}}}'
+        f'"now_ms":{d.now_ms}{denied_by}}}'
     )
 
 
@@ -83,9 +96,12 @@ class Fields:
     """A request's fields, read by name with the JSON type the protocol
     gives them; unknown fields are refused so that a typo is no default."""
 
-    def __init__(self, op: str, request: dict[str, Any]) -> None:
+    def __init__(
+        self, op: str, request: dict[str, Any], known: tuple[str, ...] | None = None
+    ) -> None:
+        known = KNOWN_FIELDS[op] if known is None else known
         for name in request:
-            if name != "op" and name not in KNOWN_FIELDS[op]:
+            if name != "op" and name not in known:
                 raise Protocol(f"{op}: unknown field {name!r}")
         self.op = op
         self.request = request
@@ -151,15 +167,16 @@ class Store:
         # The first limiter made on this store; later policies share its client.
         self.base: Limiter | None = None
 
-    def limiter(self, policy: Policy) -> Limiter:
+    def limiter(self, policy: Policy, deny_cache: bool) -> Limiter:
         if self.base is not None:
-            return self.base.with_policy(policy)
-        options: dict[str, Any] = {}
+            return self.base.with_policy(policy, deny_cache=deny_cache)
+        options: dict[str, Any] = {"deny_cache": deny_cache}
         if self.timeout_ms is not None:
             options["timeout_ms"] = self.timeout_ms
         if self.tls_ca_file is not None:
             options["tls_ca_file"] = self.tls_ca_file
         if self.kind == "memory":
+            # The engine has no deny cache.
             limiter = Limiter.memory(policy)
         elif self.kind == "redis":
             assert self.url is not None
@@ -227,25 +244,55 @@ class Driver:
         # Defaults are the binding's; resource, limit and window_ms have none.
         namespace = f.opt_str("namespace")
         resource = f.string("resource")
-        algorithm = f.opt_str("algorithm")
-        limit = f.number("limit")
-        window_ms = f.number("window_ms")
-        buckets = f.opt_number("buckets")  # None: the binding's default
+        deny_cache = f.request.get("deny_cache", False)
+        if not isinstance(deny_cache, bool):
+            raise Protocol("policy: deny_cache must be a boolean")
+        limits = f.request.get("limits")
+        if limits is not None:
+            single = [n for n in LIMIT_FIELDS if f.request.get(n) is not None]
+            if single:
+                raise Protocol(f"policy: limits and {', '.join(single)} together")
+            if not isinstance(limits, list):
+                raise Protocol("policy: limits must be a list of objects")
+            given = [self.limit(i, item) for i, item in enumerate(limits)]
+        else:
+            algorithm = f.opt_str("algorithm")
+            limit = f.number("limit")
+            window_ms = f.number("window_ms")
+            buckets = f.opt_number("buckets")  # None: the binding's default
+        namespace = slidelimit.DEFAULT_NAMESPACE if namespace is None else namespace
         self.limiter = None
         try:
-            policy = Policy(
-                slidelimit.DEFAULT_NAMESPACE if namespace is None else namespace,
-                resource,
-                slidelimit.DEFAULT_ALGORITHM if algorithm is None else algorithm,
-                limit,  # a float goes to the binding, which refuses it
-                window_ms,
-                buckets=buckets,
-            )
-            self.limiter = self.store.limiter(policy)
+            if limits is not None:
+                policy = Policy(namespace, resource, limits=given)
+            else:
+                policy = Policy(
+                    namespace,
+                    resource,
+                    slidelimit.DEFAULT_ALGORITHM if algorithm is None else algorithm,
+                    limit,  # a float goes to the binding, which refuses it
+                    window_ms,
+                    buckets=buckets,
+                )
+            self.limiter = self.store.limiter(policy, deny_cache)
         except slidelimit.Error as e:
             self.limiter = e
             raise
         return OK
+
+    @staticmethod
+    def limit(index: int, item: Any) -> Limit:
+        """One object of `limits`, as a Limit with its values as given."""
+        if not isinstance(item, dict):
+            raise Protocol(f"policy: limits[{index}] must be an object")
+        f = Fields(f"policy: limits[{index}]", item, LIMIT_FIELDS)
+        algorithm = f.opt_str("algorithm")
+        return Limit(
+            slidelimit.DEFAULT_ALGORITHM if algorithm is None else algorithm,
+            f.number("limit"),
+            f.number("window_ms"),
+            f.opt_number("buckets"),
+        )
 
     def load(self, f: Fields) -> str:
         limiter = self.current("load")

@@ -4,6 +4,10 @@ Each check is one EVALSHA of the call core built; on NOSCRIPT the same call
 goes once as EVAL to the same node (RedisCluster routes both by the key).
 What a server error means is core's table; a connection failure or timeout
 is `Unavailable`, never a decision.
+
+The local deny cache (core's, in the extension): after Redis denies an
+acquire on server time, an acquire of the same tenant and at least the same
+cost within the retry is denied in-process, without a Redis call.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
 from . import _core
-from ._core import Decision, MemoryEngine, Policy, check_timeout_ms
+from ._core import Decision, DenyCache, MemoryEngine, Policy, check_timeout_ms
 from ._errors import Unavailable
 
 if TYPE_CHECKING:
@@ -47,6 +51,12 @@ if TYPE_CHECKING:
 SyncClient = Union["redis.Redis", "redis.cluster.RedisCluster"]
 AsyncClient = Union["redis.asyncio.Redis", "redis.asyncio.RedisCluster"]
 Clock = Callable[[], int]
+#: The `deny_cache` option: True (on, core's default capacity), False (off)
+#: or an int (on, that capacity).
+DenyCacheOption = Union[bool, int]
+
+#: Tenants a limiter's deny cache holds when `deny_cache=True` (core's).
+DEFAULT_DENY_CACHE_CAPACITY: int = _core.DEFAULT_DENY_CACHE_CAPACITY
 
 #: The per-call timeout of the clients `from_url` and `from_cluster` build.
 DEFAULT_TIMEOUT_MS = 1000
@@ -54,6 +64,21 @@ DEFAULT_TIMEOUT_MS = 1000
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _mono_ms() -> int:
+    """The deny cache's clock: monotonic milliseconds."""
+    return time.monotonic_ns() // 1_000_000
+
+
+def _deny_cache(option: DenyCacheOption) -> DenyCache | None:
+    """The cache `option` asks for; an int is core's to check (1 up to
+    `MAX_DENY_CACHE_CAPACITY`, else InvalidArgument on deny_cache_capacity)."""
+    if option is True:
+        return DenyCache(DEFAULT_DENY_CACHE_CAPACITY)
+    if option is False:
+        return None
+    return DenyCache(option)
 
 
 # redis-py strips a known prefix off an error reply and says it with the
@@ -157,16 +182,28 @@ class Limiter:
     `client` is a `redis.Redis` or a `redis.cluster.RedisCluster`; its own
     socket timeout bounds every check (`from_url` and `from_cluster` set one).
     Thread-safe as far as the client is (redis-py's pool is).
+
+    `deny_cache`: the local deny cache of `acquire` (True: on, with
+    `DEFAULT_DENY_CACHE_CAPACITY` tenants; False: off; an int: on, with that
+    many). It does not see a `reset` made by another process: such a tenant
+    stays denied here until the cached retry runs out.
     """
 
     def __init__(
-        self, client: SyncClient, policy: Policy, *, metrics: Metrics | None = None
+        self,
+        client: SyncClient,
+        policy: Policy,
+        *,
+        metrics: Metrics | None = None,
+        deny_cache: DenyCacheOption = True,
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a slidelimit.Policy, got {type(policy).__name__}")
         self._client = client
         self._policy = policy
         self._metrics = metrics
+        self._deny_option = deny_cache
+        self._deny_cache = _deny_cache(deny_cache)
 
     @classmethod
     def from_url(
@@ -177,11 +214,13 @@ class Limiter:
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         tls_ca_file: str | None = None,
         metrics: Metrics | None = None,
+        deny_cache: DenyCacheOption = True,
     ) -> Limiter:
         """A limiter on its own `redis.Redis` for `url` (redis://, rediss://,
         user and password allowed), every call bounded by `timeout_ms`."""
         options = _client_options(timeout_ms, tls_ca_file)
-        return cls(redis.Redis.from_url(url, **options), policy, metrics=metrics)
+        client = redis.Redis.from_url(url, **options)
+        return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
 
     @classmethod
     def from_cluster(
@@ -192,6 +231,7 @@ class Limiter:
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         tls_ca_file: str | None = None,
         metrics: Metrics | None = None,
+        deny_cache: DenyCacheOption = True,
     ) -> Limiter:
         """A limiter on its own `RedisCluster` seeded with `urls`."""
         options = _client_options(timeout_ms, tls_ca_file)
@@ -205,7 +245,7 @@ class Limiter:
             client = redis.cluster.RedisCluster(startup_nodes=nodes, **options)
         except _TRANSPORT as e:
             raise _unavailable(e) from e
-        return cls(client, policy, metrics=metrics)
+        return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
 
     @staticmethod
     def memory(
@@ -213,37 +253,52 @@ class Limiter:
     ) -> Limiter:
         """The embedded engine (one process, no Redis), with the same methods.
         `clock` returns Unix milliseconds (default: the wall clock); it is the
-        engine's server time."""
+        engine's server time. It has no deny cache (it makes no Redis call to
+        save)."""
         return _MemoryLimiter(policy, clock, metrics)
 
     @property
     def policy(self) -> Policy:
         return self._policy
 
-    def with_policy(self, policy: Policy) -> Limiter:
-        """A limiter for another policy on the same client (or memory engine)."""
-        return Limiter(self._client, policy, metrics=self._metrics)
+    def with_policy(self, policy: Policy, *, deny_cache: DenyCacheOption | None = None) -> Limiter:
+        """A limiter for another policy on the same client (or memory engine),
+        with its own deny cache (`deny_cache` None: as this limiter's)."""
+        option = self._deny_option if deny_cache is None else deny_cache
+        return Limiter(self._client, policy, metrics=self._metrics, deny_cache=option)
 
     def key(self, tenant: str) -> str:
-        """The Redis key of `tenant` under this limiter's policy."""
+        """The Redis key of `tenant` under this limiter's policy (its first
+        limit's; `policy.keys(tenant)` has every limit's)."""
         return self._policy.key(tenant)
 
     def acquire(self, tenant: str, cost: int = 1) -> Decision:
-        """Takes `cost` permits for `tenant` if they fit, on Redis `TIME`."""
+        """Takes `cost` permits for `tenant` if they fit (in every limit of
+        the policy, or in none), on Redis `TIME`."""
         # _run inlined: this is the hot path.
         policy = self._policy
         call = policy._call(tenant, cost, None, False)
+        cache = self._deny_cache
+        if cache is not None:
+            sent_ms = _mono_ms()
+            local = cache.check(tenant, cost, sent_ms)
+            if local is not None:
+                _observe_local(self._metrics, policy, tenant, local)
+                return local
         try:
             reply = self._client.evalsha(*call)
         except _TRANSPORT as e:
             reply = self._after_error(e, call, False)
         d = policy._decide(reply)
+        if cache is not None:
+            cache.record(tenant, cost, d, sent_ms)
         if self._metrics is not None:
-            self._metrics.observe(self._policy, tenant, d)
+            self._metrics.observe(policy, tenant, d)
         return d
 
     def acquire_at(self, tenant: str, now_ms: int, cost: int = 1) -> Decision:
-        """`acquire` at the caller's time (tests, replays)."""
+        """`acquire` at the caller's time (tests, replays); never answered by
+        the deny cache."""
         d = self._run(self._policy._call(tenant, cost, now_ms, False), False)
         if self._metrics is not None:
             self._metrics.observe(self._policy, tenant, d)
@@ -254,10 +309,13 @@ class Limiter:
         return self._run(self._policy._call(tenant, cost, now_ms, True), True)
 
     def reset(self, tenant: str) -> None:
-        """Forgets everything recorded for `tenant`."""
-        key = self._policy.key(tenant)
+        """Forgets everything recorded for `tenant`: every limit's key, and
+        this limiter's cached denial."""
+        keys = self._policy.keys(tenant)
+        if self._deny_cache is not None:
+            self._deny_cache.forget(tenant)
         try:
-            self._client.delete(key)
+            self._client.delete(*keys)
         except _TRANSPORT as e:
             raise _command_error(e) from e
 
@@ -285,6 +343,15 @@ class Limiter:
             return self._client.eval(self._policy._script_text(peek), *call[1:])
         except _TRANSPORT as e2:
             raise _retried_call_error(e2, self._policy, call[2]) from e2
+
+
+def _observe_local(
+    metrics: Metrics | None, policy: Policy, tenant: str, decision: Decision
+) -> None:
+    """A local denial counts as any denial, and as a local one."""
+    if metrics is not None:
+        metrics.observe(policy, tenant, decision)
+        metrics.observe_local_denial(policy, tenant, decision)
 
 
 def _call_error(e: BaseException, policy: Policy, key: str) -> BaseException | None:
@@ -350,7 +417,8 @@ class _MemoryLimiter(Limiter):
     def close(self) -> None:
         pass
 
-    def with_policy(self, policy: Policy) -> Limiter:
+    def with_policy(self, policy: Policy, *, deny_cache: DenyCacheOption | None = None) -> Limiter:
+        """`deny_cache` is accepted and unused: the engine has no deny cache."""
         other = _MemoryLimiter(policy, self._clock, self._metrics)
         other._engine = self._engine
         return other
@@ -358,16 +426,23 @@ class _MemoryLimiter(Limiter):
 
 class AsyncLimiter:
     """Limiter for asyncio: `redis.asyncio.Redis` or `redis.asyncio.RedisCluster`,
-    the same methods as coroutines."""
+    the same methods as coroutines, the same `deny_cache` option."""
 
     def __init__(
-        self, client: AsyncClient, policy: Policy, *, metrics: Metrics | None = None
+        self,
+        client: AsyncClient,
+        policy: Policy,
+        *,
+        metrics: Metrics | None = None,
+        deny_cache: DenyCacheOption = True,
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a slidelimit.Policy, got {type(policy).__name__}")
         self._client = client
         self._policy = policy
         self._metrics = metrics
+        self._deny_option = deny_cache
+        self._deny_cache = _deny_cache(deny_cache)
 
     @classmethod
     def from_url(
@@ -378,9 +453,11 @@ class AsyncLimiter:
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         tls_ca_file: str | None = None,
         metrics: Metrics | None = None,
+        deny_cache: DenyCacheOption = True,
     ) -> AsyncLimiter:
         options = _async_client_options(timeout_ms, tls_ca_file)
-        return cls(redis.asyncio.Redis.from_url(url, **options), policy, metrics=metrics)
+        client = redis.asyncio.Redis.from_url(url, **options)
+        return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
 
     @classmethod
     def from_cluster(
@@ -391,6 +468,7 @@ class AsyncLimiter:
         timeout_ms: int = DEFAULT_TIMEOUT_MS,
         tls_ca_file: str | None = None,
         metrics: Metrics | None = None,
+        deny_cache: DenyCacheOption = True,
     ) -> AsyncLimiter:
         """Connects lazily: an unreachable Cluster is `Unavailable` on the first call."""
         options = _async_client_options(timeout_ms, tls_ca_file)
@@ -398,7 +476,7 @@ class AsyncLimiter:
         nodes, credentials = _cluster_nodes(urls, redis.asyncio.cluster.ClusterNode)
         options.update(credentials)
         client = redis.asyncio.RedisCluster(startup_nodes=nodes, **options)
-        return cls(client, policy, metrics=metrics)
+        return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
 
     @staticmethod
     def memory(
@@ -410,17 +488,32 @@ class AsyncLimiter:
     def policy(self) -> Policy:
         return self._policy
 
-    def with_policy(self, policy: Policy) -> AsyncLimiter:
-        """A limiter for another policy on the same client (or memory engine)."""
-        return AsyncLimiter(self._client, policy, metrics=self._metrics)
+    def with_policy(
+        self, policy: Policy, *, deny_cache: DenyCacheOption | None = None
+    ) -> AsyncLimiter:
+        """A limiter for another policy on the same client (or memory engine),
+        with its own deny cache (`deny_cache` None: as this limiter's)."""
+        option = self._deny_option if deny_cache is None else deny_cache
+        return AsyncLimiter(self._client, policy, metrics=self._metrics, deny_cache=option)
 
     def key(self, tenant: str) -> str:
         return self._policy.key(tenant)
 
     async def acquire(self, tenant: str, cost: int = 1) -> Decision:
-        d = await self._run(self._policy._call(tenant, cost, None, False), False)
+        policy = self._policy
+        call = policy._call(tenant, cost, None, False)
+        cache = self._deny_cache
+        if cache is not None:
+            sent_ms = _mono_ms()
+            local = cache.check(tenant, cost, sent_ms)
+            if local is not None:
+                _observe_local(self._metrics, policy, tenant, local)
+                return local
+        d = await self._run(call, False)
+        if cache is not None:
+            cache.record(tenant, cost, d, sent_ms)
         if self._metrics is not None:
-            self._metrics.observe(self._policy, tenant, d)
+            self._metrics.observe(policy, tenant, d)
         return d
 
     async def acquire_at(self, tenant: str, now_ms: int, cost: int = 1) -> Decision:
@@ -433,9 +526,11 @@ class AsyncLimiter:
         return await self._run(self._policy._call(tenant, cost, now_ms, True), True)
 
     async def reset(self, tenant: str) -> None:
-        key = self._policy.key(tenant)
+        keys = self._policy.keys(tenant)
+        if self._deny_cache is not None:
+            self._deny_cache.forget(tenant)
         try:
-            await self._client.delete(key)
+            await self._client.delete(*keys)
         except _TRANSPORT as e:
             raise _command_error(e) from e
 
@@ -493,7 +588,9 @@ class _AsyncMemoryLimiter(AsyncLimiter):
     async def aclose(self) -> None:
         pass
 
-    def with_policy(self, policy: Policy) -> AsyncLimiter:
+    def with_policy(
+        self, policy: Policy, *, deny_cache: DenyCacheOption | None = None
+    ) -> AsyncLimiter:
         other = _AsyncMemoryLimiter.__new__(_AsyncMemoryLimiter)
         other._sync = self._sync.with_policy(policy)  # type: ignore[assignment]
         other._policy = policy

@@ -4,7 +4,9 @@ and buckets every slidelimit binding uses (they come from core).
     from slidelimit.metrics import PrometheusMetrics
     limiter = Limiter(client, policy, metrics=PrometheusMetrics())
 
-An acquire's decision counts once; a peek counts nothing.
+An acquire's decision counts once; a peek counts nothing. A denial the
+local deny cache answered counts as any denial and in
+`ratelimit_local_denied_total` too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from ._core import Decision, Policy
 
 METRIC_ALLOWED_TOTAL: str = _core.METRIC_ALLOWED_TOTAL
 METRIC_DENIED_TOTAL: str = _core.METRIC_DENIED_TOTAL
+METRIC_LOCAL_DENIED_TOTAL: str = _core.METRIC_LOCAL_DENIED_TOTAL
 METRIC_WAIT_SECONDS: str = _core.METRIC_WAIT_SECONDS
 WAIT_BUCKETS: tuple[float, ...] = tuple(_core.WAIT_BUCKETS)
 
@@ -25,12 +28,15 @@ class Metrics(Protocol):
 
     def observe(self, policy: Policy, tenant: str, decision: Decision) -> None: ...
 
+    def observe_local_denial(self, policy: Policy, tenant: str, decision: Decision) -> None:
+        """A denial the deny cache answered without Redis (after `observe`)."""
+
 
 class PrometheusMetrics:
-    """Counters of allowed and denied acquires and a histogram of the
-    retry_after handed to denied callers, labelled by resource (and by tenant
-    on the counters when `tenant_label`: one time series per tenant, so leave
-    it off for unbounded tenants)."""
+    """Counters of allowed, denied and locally denied acquires and a
+    histogram of the retry_after handed to denied callers, labelled by
+    resource (and by tenant on the counters when `tenant_label`: one time
+    series per tenant, so leave it off for unbounded tenants)."""
 
     def __init__(self, registry: Any | None = None, *, tenant_label: bool = False) -> None:
         import prometheus_client
@@ -51,6 +57,12 @@ class PrometheusMetrics:
             labels,
             registry=registry,
         )
+        self.local_denied = prometheus_client.Counter(
+            _core.METRIC_LOCAL_DENIED_TOTAL,
+            _core.METRIC_LOCAL_DENIED_TOTAL_HELP,
+            labels,
+            registry=registry,
+        )
         self.wait_seconds = prometheus_client.Histogram(
             _core.METRIC_WAIT_SECONDS,
             _core.METRIC_WAIT_SECONDS_HELP,
@@ -68,3 +80,7 @@ class PrometheusMetrics:
             self.wait_seconds.labels(policy.resource).observe(
                 _core.wait_seconds(decision.retry_after_ms)
             )
+
+    def observe_local_denial(self, policy: Policy, tenant: str, decision: Decision) -> None:
+        labels = (policy.resource, tenant) if self._tenant_label else (policy.resource,)
+        self.local_denied.labels(*labels).inc()

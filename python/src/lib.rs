@@ -10,13 +10,15 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
 use slidelimit_core as core;
 use std::borrow::Cow;
+use std::sync::Mutex;
 
 /// The package's classes, handed over once at import by `_register`: one
-/// exception class per core code (in `ErrorCode::ALL` order), `Algorithm`
-/// and `datetime.timedelta`.
+/// exception class per core code (in `ErrorCode::ALL` order), `Algorithm`,
+/// `Limit` and `datetime.timedelta`.
 struct Registered {
     errors: Vec<Py<PyType>>,
     algorithm: Py<PyAny>,
+    limit: Py<PyType>,
     timedelta: Py<PyAny>,
 }
 
@@ -140,70 +142,169 @@ impl std::hash::Hash for Policy {
 struct Strings {
     acquire_sha: Py<PyString>,
     peek_sha: Py<PyString>,
-    limit: (String, Py<PyString>),
-    window: (String, Py<PyString>),
-    /// ARGV[5] of a bucketed window.
-    buckets: Option<(String, Py<PyString>)>,
-    one: Py<PyString>,
-    empty: Py<PyString>,
+    /// Every ARGV text the policy's calls repeat (limits, windows, bucket
+    /// counts, algorithm names, cost 1, the empty server-time `now_ms`).
+    args: Vec<(String, Py<PyString>)>,
 }
 
 impl Strings {
     fn new(py: Python<'_>, policy: &core::Policy) -> Self {
-        let sha =
-            |mode| PyString::new(py, core::Script::new(policy.algorithm(), mode).sha1()).unbind();
-        let text = |n: u64| {
-            let s = n.to_string();
-            let p = PyString::new(py, &s).unbind();
-            (s, p)
-        };
+        let sha = |mode| PyString::new(py, policy.script(mode).sha1()).unbind();
+        let mut texts: Vec<String> = vec!["1".to_owned(), String::new()];
+        for l in policy.limits() {
+            texts.push(l.limit.to_string());
+            texts.push(l.window_ms.to_string());
+            texts.extend(l.buckets.map(|n| n.to_string()));
+            if policy.limits().len() > 1 {
+                texts.push(l.algorithm.as_str().to_owned());
+            }
+        }
+        texts.sort();
+        texts.dedup();
+        let args = texts
+            .into_iter()
+            .map(|t| {
+                let p = PyString::intern(py, &t).unbind();
+                (t, p)
+            })
+            .collect();
         Strings {
             acquire_sha: sha(core::Mode::Acquire),
             peek_sha: sha(core::Mode::Peek),
-            limit: text(policy.limit()),
-            window: text(policy.window_ms()),
-            buckets: policy.buckets().map(text),
-            one: PyString::new(py, "1").unbind(),
-            empty: PyString::intern(py, "").unbind(),
+            args,
         }
     }
 
     /// `text` as a Python str: the cached one when it is the same text.
-    fn get<'py>(
-        py: Python<'py>,
-        text: &str,
-        cached: &[(&str, &Py<PyString>)],
-    ) -> Bound<'py, PyAny> {
-        match cached.iter().find(|(t, _)| *t == text) {
+    fn get<'py>(&self, py: Python<'py>, text: &str) -> Bound<'py, PyAny> {
+        match self.args.iter().find(|(t, _)| t == text) {
             Some((_, p)) => p.bind(py).clone().into_any(),
             None => PyString::new(py, text).into_any(),
         }
     }
 }
 
+/// One `Limit` of `limits` (the package's frozen dataclass) in core's type.
+/// `field(name)` is how errors name its fields (`limits[1].limit` in a
+/// policy of several).
+fn limit_arg(
+    py: Python<'_>,
+    index: usize,
+    several: bool,
+    item: &Bound<'_, PyAny>,
+) -> PyResult<core::Result<core::Limit>> {
+    let field = |name: &'static str| match several {
+        true => core::limit_field(index, name).unwrap_or(name),
+        false => name,
+    };
+    if !item.is_instance(registered(py)?.limit.bind(py))? {
+        return Ok(Err(core::Error::invalid(
+            "limits",
+            format!(
+                "item {index} must be a slidelimit.Limit, got {}",
+                type_name(item)
+            ),
+        )));
+    }
+    let algorithm = item.getattr("algorithm")?;
+    let limit = item.getattr("limit")?;
+    let window_ms = item.getattr("window_ms")?;
+    let buckets = item.getattr("buckets")?;
+    Ok((|| {
+        let name = field("algorithm");
+        let algorithm = core::Algorithm::parse(&str_arg(name, &algorithm)?).map_err(|e| {
+            core::Error::invalid(
+                name,
+                e.message()
+                    .strip_prefix("algorithm: ")
+                    .unwrap_or(e.message()),
+            )
+        })?;
+        Ok(core::Limit {
+            algorithm,
+            limit: int_arg(field("limit"), &limit)?,
+            window_ms: int_arg(field("window_ms"), &window_ms)?,
+            buckets: opt_int_arg(field("buckets"), Some(&buckets))?,
+        })
+    })())
+}
+
 #[pymethods]
 impl Policy {
+    /// One limit (`algorithm`, `limit`, `window_ms`, `buckets`) or several
+    /// (`limits`, a sequence of `Limit`), never both.
     #[new]
-    #[pyo3(signature = (namespace, resource, algorithm, limit, window_ms, buckets=None))]
+    #[pyo3(signature = (namespace, resource, algorithm=None, limit=None, window_ms=None, buckets=None, limits=None))]
+    #[allow(clippy::too_many_arguments)] // Python's arguments, one by one
     fn new(
         py: Python<'_>,
         namespace: &Bound<'_, PyAny>,
         resource: &Bound<'_, PyAny>,
-        algorithm: &Bound<'_, PyAny>,
-        limit: &Bound<'_, PyAny>,
-        window_ms: &Bound<'_, PyAny>,
+        algorithm: Option<&Bound<'_, PyAny>>,
+        limit: Option<&Bound<'_, PyAny>>,
+        window_ms: Option<&Bound<'_, PyAny>>,
         buckets: Option<&Bound<'_, PyAny>>,
+        limits: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let built = (|| {
-            let namespace = str_arg("namespace", namespace)?;
-            let resource = str_arg("resource", resource)?;
-            let algorithm = core::Algorithm::parse(&str_arg("algorithm", algorithm)?)?;
-            let limit = int_arg("limit", limit)?;
-            let window_ms = int_arg("window_ms", window_ms)?;
-            // None: core's default for a bucketed window, none for the others.
-            let buckets = opt_int_arg("buckets", buckets)?;
-            core::Policy::with_buckets(&namespace, &resource, algorithm, limit, window_ms, buckets)
-        })();
+        let given = |o: Option<&Bound<'_, PyAny>>| o.is_some_and(|o| !o.is_none());
+        let built = match limits.filter(|l| !l.is_none()) {
+            Some(limits) => {
+                let single = [
+                    ("algorithm", algorithm),
+                    ("limit", limit),
+                    ("window_ms", window_ms),
+                    ("buckets", buckets),
+                ];
+                if let Some((name, _)) = single.iter().find(|(_, o)| given(*o)) {
+                    let e = core::Error::invalid(
+                        name,
+                        "give either limits or algorithm, limit, window_ms and buckets, not both",
+                    );
+                    return Err(to_py(py, e));
+                }
+                let iter = match limits.is_instance_of::<PyString>() {
+                    true => None,
+                    false => limits.try_iter().ok(),
+                };
+                let Some(iter) = iter else {
+                    let e = core::Error::invalid(
+                        "limits",
+                        format!("must be a sequence of Limit, got {}", type_name(limits)),
+                    );
+                    return Err(to_py(py, e));
+                };
+                let items: Vec<Bound<'_, PyAny>> = iter.collect::<PyResult<_>>()?;
+                let several = items.len() > 1;
+                let mut converted = Vec::with_capacity(items.len());
+                for (index, item) in items.iter().enumerate() {
+                    converted.push(limit_arg(py, index, several, item)?.py_err(py)?);
+                }
+                (|| {
+                    let namespace = str_arg("namespace", namespace)?;
+                    let resource = str_arg("resource", resource)?;
+                    core::Policy::with_limits(&namespace, &resource, &converted)
+                })()
+            }
+            None => {
+                // An absent field is None, which the conversion refuses by name.
+                let none = py.None().into_bound(py);
+                let algorithm = algorithm.unwrap_or(&none);
+                let limit = limit.unwrap_or(&none);
+                let window_ms = window_ms.unwrap_or(&none);
+                (|| {
+                    let namespace = str_arg("namespace", namespace)?;
+                    let resource = str_arg("resource", resource)?;
+                    let algorithm = core::Algorithm::parse(&str_arg("algorithm", algorithm)?)?;
+                    let limit = int_arg("limit", limit)?;
+                    let window_ms = int_arg("window_ms", window_ms)?;
+                    // None: core's default for a bucketed window, none for the others.
+                    let buckets = opt_int_arg("buckets", buckets)?;
+                    core::Policy::with_buckets(
+                        &namespace, &resource, algorithm, limit, window_ms, buckets,
+                    )
+                })()
+            }
+        };
         let inner = built.py_err(py)?;
         let strings = Strings::new(py, &inner);
         Ok(Policy { inner, strings })
@@ -239,15 +340,38 @@ impl Policy {
         self.inner.buckets()
     }
 
-    /// The Redis key of `tenant` under this policy.
+    /// Every limit, in the order given (a bucketed window's `buckets`
+    /// filled in), as `Limit` values; one for a policy of one limit.
+    #[getter]
+    fn limits<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+        let r = registered(py)?;
+        let items = self
+            .inner
+            .limits()
+            .iter()
+            .map(|l| limit_object(py, r, l))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyTuple::new(py, items)
+    }
+
+    /// The Redis key of `tenant` under this policy (its first limit's;
+    /// `keys` has every limit's).
     fn key(&self, py: Python<'_>, tenant: &Bound<'_, PyAny>) -> PyResult<String> {
         str_arg("tenant", tenant)
             .and_then(|t| self.inner.key(&t))
             .py_err(py)
     }
 
+    /// The key of every limit for `tenant`, in the policy's order (one
+    /// Cluster slot): what a check touches and `reset` deletes.
+    fn keys(&self, py: Python<'_>, tenant: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
+        str_arg("tenant", tenant)
+            .and_then(|t| self.inner.keys(&t))
+            .py_err(py)
+    }
+
     /// One script call, validated by core, as the arguments of redis-py's
-    /// `evalsha`: `(sha1, 1, key, limit, window_ms, cost, now_ms or "")`.
+    /// `evalsha`: `(sha1, numkeys, *keys, *args)`.
     #[pyo3(signature = (tenant, cost, now_ms, peek))]
     fn _call<'py>(
         &self,
@@ -264,57 +388,30 @@ impl Policy {
             self.inner.build_call(&tenant, cost, now_ms, mode(peek))
         })()
         .py_err(py)?;
-        // Core builds one key and four arguments, plus the bucket count for a
-        // bucketed window; anything else is a bug here.
-        let shape = || {
-            let e = core::Error::new(core::ErrorCode::Internal, "a call of another shape");
-            to_py(py, e)
-        };
-        let [key] = <[String; 1]>::try_from(call.keys).map_err(|_| shape())?;
-        let mut args = call.args.into_iter();
-        let (Some(limit), Some(window), Some(cost), Some(now)) =
-            (args.next(), args.next(), args.next(), args.next())
-        else {
-            return Err(shape());
-        };
-        let buckets = args.next();
-        if args.next().is_some() || buckets.is_some() != self.inner.buckets().is_some() {
-            return Err(shape());
-        }
         let s = &self.strings;
-        let algorithm = self.inner.algorithm();
-        let sha = Strings::get(
-            py,
-            call.script.sha1(),
-            &[
-                (
-                    core::Script::new(algorithm, core::Mode::Acquire).sha1(),
-                    &s.acquire_sha,
-                ),
-                (
-                    core::Script::new(algorithm, core::Mode::Peek).sha1(),
-                    &s.peek_sha,
-                ),
-            ],
-        );
-        let mut items = vec![
-            sha,
-            1i32.into_pyobject(py)?.into_any(),
-            PyString::new(py, &key).into_any(),
-            Strings::get(py, &limit, &[(&s.limit.0, &s.limit.1)]),
-            Strings::get(py, &window, &[(&s.window.0, &s.window.1)]),
-            Strings::get(py, &cost, &[("1", &s.one)]),
-            Strings::get(py, &now, &[("", &s.empty)]),
-        ];
-        if let (Some(n), Some((cached, p))) = (buckets, &s.buckets) {
-            items.push(Strings::get(py, &n, &[(cached, p)]));
+        let sha = match call.script.mode {
+            core::Mode::Acquire => &s.acquire_sha,
+            core::Mode::Peek => &s.peek_sha,
+        };
+        if call.script != self.inner.script(call.script.mode) {
+            let e = core::Error::new(core::ErrorCode::Internal, "a call of another script");
+            return Err(to_py(py, e));
+        }
+        let mut items = Vec::with_capacity(2 + call.keys.len() + call.args.len());
+        items.push(sha.bind(py).clone().into_any());
+        items.push(call.keys.len().into_pyobject(py)?.into_any());
+        for key in &call.keys {
+            items.push(PyString::new(py, key).into_any());
+        }
+        for arg in &call.args {
+            items.push(s.get(py, arg));
         }
         PyTuple::new(py, items)
     }
 
     /// The script text EVAL sends after a NOSCRIPT.
     fn _script_text(&self, peek: bool) -> &'static str {
-        core::Script::new(self.inner.algorithm(), mode(peek)).text()
+        self.inner.script(mode(peek)).text()
     }
 
     /// Core's reading of a script reply (what redis-py returned).
@@ -322,7 +419,9 @@ impl Policy {
         parse_reply(reply).py_err(py).map(Decision)
     }
 
-    /// Core's table for an error reply to a script call on `key`: None means
+    /// Core's table for an error reply to a script call on `key` (the
+    /// call's first; a WRONGTYPE names it and the first limit's algorithm,
+    /// all core's table takes): None means
     /// "send it once as EVAL on the same node", else the exception to raise.
     /// `after_retry`: the reply to that EVAL.
     fn _server_error<'py>(
@@ -346,6 +445,15 @@ impl Policy {
 
     fn __repr__(&self) -> String {
         let p = &self.inner;
+        if let [_, _, ..] = p.limits() {
+            let limits: Vec<String> = p.limits().iter().map(limit_repr).collect();
+            return format!(
+                "Policy({:?}, {:?}, limits=[{}])",
+                p.namespace(),
+                p.resource(),
+                limits.join(", ")
+            );
+        }
         let buckets = p
             .buckets()
             .map(|n| format!(", buckets={n}"))
@@ -363,27 +471,69 @@ impl Policy {
     fn __reduce__<'py>(
         slf: &Bound<'py, Self>,
     ) -> PyResult<(Bound<'py, PyType>, Bound<'py, PyTuple>)> {
+        let py = slf.py();
         let p = &slf.get().inner;
-        let args = (
-            p.namespace(),
-            p.resource(),
-            p.algorithm().as_str(),
-            p.limit(),
-            p.window_ms(),
-            p.buckets(),
-        )
-            .into_pyobject(slf.py())?;
+        let args = if let [_, _, ..] = p.limits() {
+            let limits = slf.get().limits(py)?;
+            let none = py.None();
+            (
+                p.namespace(),
+                p.resource(),
+                none.clone_ref(py),
+                none.clone_ref(py),
+                none.clone_ref(py),
+                none,
+                limits,
+            )
+                .into_pyobject(py)?
+        } else {
+            (
+                p.namespace(),
+                p.resource(),
+                p.algorithm().as_str(),
+                p.limit(),
+                p.window_ms(),
+                p.buckets(),
+            )
+                .into_pyobject(py)?
+        };
         Ok((slf.get_type(), args))
     }
 }
 
-/// A script reply from redis-py: a list of five ints, parsed by core. A
+fn limit_repr(l: &core::Limit) -> String {
+    let buckets = l
+        .buckets
+        .map(|n| format!(", buckets={n}"))
+        .unwrap_or_default();
+    format!(
+        "Limit(Algorithm.{}, limit={}, window_ms={}{buckets})",
+        l.algorithm.as_str().to_uppercase(),
+        l.limit,
+        l.window_ms
+    )
+}
+
+/// A core limit as the package's `Limit(algorithm, limit, window_ms, buckets)`.
+fn limit_object<'py>(
+    py: Python<'py>,
+    r: &Registered,
+    l: &core::Limit,
+) -> PyResult<Bound<'py, PyAny>> {
+    let algorithm = r.algorithm.bind(py).call1((l.algorithm.as_str(),))?;
+    r.limit
+        .bind(py)
+        .call1((algorithm, l.limit, l.window_ms, l.buckets))
+}
+
+/// A script reply from redis-py: a list of five ints (six for several
+/// limits), parsed by core. A
 /// non-int element reaches core as NaN, so that core names it.
 fn parse_reply(reply: &Bound<'_, PyAny>) -> core::Result<core::Decision> {
     let malformed = |what: String| {
         core::Error::new(
             core::ErrorCode::MalformedReply,
-            format!("script reply {what}; expected an array of five integers"),
+            format!("script reply {what}; expected an array of five or six integers"),
         )
     };
     let items: Vec<Bound<'_, PyAny>> = if let Ok(list) = reply.cast::<pyo3::types::PyList>() {
@@ -428,7 +578,7 @@ struct Decision(core::Decision);
 #[pymethods]
 impl Decision {
     #[new]
-    #[pyo3(signature = (allowed, remaining, retry_after_ms, reset_after_ms, now_ms))]
+    #[pyo3(signature = (allowed, remaining, retry_after_ms, reset_after_ms, now_ms, denied_by=None))]
     fn new(
         py: Python<'_>,
         allowed: &Bound<'_, PyAny>,
@@ -436,6 +586,7 @@ impl Decision {
         retry_after_ms: &Bound<'_, PyAny>,
         reset_after_ms: &Bound<'_, PyAny>,
         now_ms: &Bound<'_, PyAny>,
+        denied_by: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         // For tests and fakes: the same consistency rules as a reply.
         let reply = (|| {
@@ -450,13 +601,22 @@ impl Decision {
                     i64::try_from(n).map_err(|_| core::Error::invalid(field, "must be below 2^63"))
                 })
             };
-            core::Decision::from_reply(&[
+            let mut reply = vec![
                 i64::from(allowed.is_true()),
                 as_i64("remaining", remaining)?,
                 as_i64("retry_after_ms", retry_after_ms)?,
                 as_i64("reset_after_ms", reset_after_ms)?,
                 as_i64("now_ms", now_ms)?,
-            ])
+            ];
+            // A reply of several limits carries the denying limit 1-based.
+            if let Some(position) = opt_int_arg("denied_by", denied_by)? {
+                let position = i64::try_from(position)
+                    .ok()
+                    .and_then(|p| p.checked_add(1))
+                    .ok_or_else(|| core::Error::invalid("denied_by", "must be below 2^63 - 1"))?;
+                reply.push(position);
+            }
+            core::Decision::from_reply(&reply)
         })();
         reply.py_err(py).map(Decision)
     }
@@ -481,6 +641,12 @@ impl Decision {
     fn now_ms(&self) -> u64 {
         self.0.now_ms
     }
+    /// For a denial by a policy of several limits: the position (from 0) of
+    /// the limit that denied with the longest retry; None otherwise.
+    #[getter]
+    fn denied_by(&self) -> Option<u32> {
+        self.0.denied_by
+    }
     /// `retry_after_ms` as a `datetime.timedelta`.
     #[getter]
     fn retry_after<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -494,8 +660,12 @@ impl Decision {
 
     fn __repr__(&self) -> String {
         let d = &self.0;
+        let denied_by = d
+            .denied_by
+            .map(|p| format!(", denied_by={p}"))
+            .unwrap_or_default();
         format!(
-            "Decision(allowed={}, remaining={}, retry_after_ms={}, reset_after_ms={}, now_ms={})",
+            "Decision(allowed={}, remaining={}, retry_after_ms={}, reset_after_ms={}, now_ms={}{denied_by})",
             if d.allowed { "True" } else { "False" },
             d.remaining,
             d.retry_after_ms,
@@ -514,6 +684,7 @@ impl Decision {
             d.retry_after_ms,
             d.reset_after_ms,
             d.now_ms,
+            d.denied_by,
         )
             .into_pyobject(slf.py())?;
         Ok((slf.get_type(), args))
@@ -569,6 +740,61 @@ impl MemoryEngine {
     }
 }
 
+/// Core's local deny cache for one limiter, behind a lock (core's is not
+/// synchronized). The package passes `time.monotonic` in milliseconds.
+#[pyclass(module = "slidelimit._core", frozen)]
+struct DenyCache(Mutex<core::DenyCache>);
+
+impl DenyCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, core::DenyCache> {
+        // A panic cannot leave core's map half-updated in a way that matters
+        // more than losing the cache: carry on with what it holds.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[pymethods]
+impl DenyCache {
+    #[new]
+    fn new(py: Python<'_>, capacity: &Bound<'_, PyAny>) -> PyResult<Self> {
+        int_arg("deny_cache_capacity", capacity)
+            .and_then(|n| {
+                let n = usize::try_from(n).unwrap_or(usize::MAX);
+                core::DenyCache::new(n)
+            })
+            .py_err(py)
+            .map(|c| DenyCache(Mutex::new(c)))
+    }
+
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.lock().capacity()
+    }
+
+    fn __len__(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// The local denial of an acquire of `cost` by `tenant` at monotonic
+    /// `now_ms`, or None: ask Redis. The call was validated before.
+    fn check(&self, tenant: &str, cost: u64, now_ms: u64) -> Option<Decision> {
+        self.lock().check(tenant, cost, now_ms).map(Decision)
+    }
+
+    /// What Redis answered an acquire of `cost` by `tenant` sent at `now_ms`.
+    fn record(&self, tenant: &str, cost: u64, decision: &Decision, now_ms: u64) {
+        self.lock().record(tenant, cost, &decision.0, now_ms)
+    }
+
+    fn forget(&self, tenant: &str) {
+        self.lock().forget(tenant)
+    }
+
+    fn clear(&self) {
+        self.lock().clear()
+    }
+}
+
 /// The Cluster slot of a key (Redis's CRC16 rule).
 #[pyfunction]
 fn slot(py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
@@ -602,6 +828,7 @@ fn _register(
     py: Python<'_>,
     errors: &Bound<'_, PyDict>,
     algorithm: Py<PyAny>,
+    limit: Py<PyType>,
     timedelta: Py<PyAny>,
 ) -> PyResult<()> {
     let mut classes = Vec::new();
@@ -617,6 +844,7 @@ fn _register(
         Registered {
             errors: classes,
             algorithm,
+            limit,
             timedelta,
         },
     );
@@ -635,6 +863,17 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("METRIC_ALLOWED_TOTAL_HELP", core::METRIC_ALLOWED_TOTAL_HELP)?;
     m.add("METRIC_DENIED_TOTAL", core::METRIC_DENIED_TOTAL)?;
     m.add("METRIC_DENIED_TOTAL_HELP", core::METRIC_DENIED_TOTAL_HELP)?;
+    m.add("METRIC_LOCAL_DENIED_TOTAL", core::METRIC_LOCAL_DENIED_TOTAL)?;
+    m.add(
+        "METRIC_LOCAL_DENIED_TOTAL_HELP",
+        core::METRIC_LOCAL_DENIED_TOTAL_HELP,
+    )?;
+    m.add(
+        "DEFAULT_DENY_CACHE_CAPACITY",
+        core::DEFAULT_DENY_CACHE_CAPACITY,
+    )?;
+    m.add("MAX_DENY_CACHE_CAPACITY", core::MAX_DENY_CACHE_CAPACITY)?;
+    m.add("MAX_LIMITS", core::MAX_LIMITS)?;
     m.add("METRIC_WAIT_SECONDS", core::METRIC_WAIT_SECONDS)?;
     m.add("METRIC_WAIT_SECONDS_HELP", core::METRIC_WAIT_SECONDS_HELP)?;
     m.add("COUNTER_LABELS", core::COUNTER_LABELS)?;
@@ -647,6 +886,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Policy>()?;
     m.add_class::<Decision>()?;
     m.add_class::<MemoryEngine>()?;
+    m.add_class::<DenyCache>()?;
     m.add_function(wrap_pyfunction!(slot, m)?)?;
     m.add_function(wrap_pyfunction!(_command_error, m)?)?;
     m.add_function(wrap_pyfunction!(check_timeout_ms, m)?)?;

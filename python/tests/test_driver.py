@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import redis
+
 import slidelimit
 
 
@@ -127,3 +129,100 @@ def test_load_with_skew_ms_calls_on_the_caller_clock(tmp_path: Path) -> None:
     assert allowed == 5
     for reply in replies[3:]:
         assert reply["error"] == "protocol" and reply["message"].startswith("load: skew_ms must be")
+
+
+def test_the_policy_op_takes_limits_and_replies_denied_by() -> None:
+    limits = [
+        {"algorithm": "sliding_log", "limit": 2, "window_ms": 1000},
+        {"algorithm": "bucketed_window", "limit": 3, "window_ms": 10_000, "buckets": 10},
+    ]
+    policy = {"op": "policy", "resource": "geo", "limits": limits}
+    requests = [
+        {"op": "store", "kind": "memory"},
+        policy,
+        {"op": "acquire_at", "tenant": "t", "now_ms": 1000, "cost": 2},
+        {"op": "acquire_at", "tenant": "t", "now_ms": 1500},
+        {"op": "acquire_at", "tenant": "t", "now_ms": 2000, "cost": 2},
+        {"op": "key", "tenant": "t"},
+        # Refused by the binding: errors on limits and the limit's field.
+        {**policy, "limits": []},
+        {**policy, "limits": [limits[0], {**limits[1], "window_ms": 0}]},
+        {**policy, "limits": [limits[0]] * 9},
+        # Not the protocol's: the driver's own errors.
+        {**policy, "limit": 2},
+        {**policy, "algorithm": "sliding_log"},
+        {**policy, "limits": {"0": limits[0]}},
+        {**policy, "limits": [limits[0], {**limits[1], "colour": "red"}]},
+        {**policy, "limits": [limits[0], {**limits[1], "limit": "3"}]},
+        {**policy, "limits": [limits[0], {"algorithm": "sliding_log", "window_ms": 5}]},
+        {**policy, "deny_cache": "yes"},
+        {**policy, "limits": [limits[0], 5]},
+        # One limit in the list: the single policy, its field names.
+        {**policy, "limits": [{**limits[0], "window_ms": 0}]},
+        {**policy, "deny_cache": True},
+        {"op": "acquire_at", "tenant": "u", "now_ms": 1000, "cost": 3},
+    ]
+    out = session([json.dumps(r).encode() for r in requests])
+    replies = [json.loads(line) for line in out]
+    assert replies[0] == replies[1] == {"ok": True}
+    assert out[2] == (
+        '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_after_ms":10999,"now_ms":1000}'
+    )
+    # Denied by the log (limit 0) within its second, then by the bucketed
+    # window (limit 1, 2 of 3 held) once the log has room again.
+    assert out[3] == (
+        '{"allowed":false,"remaining":0,"retry_after_ms":500,"reset_after_ms":10499,'
+        '"now_ms":1500,"denied_by":0}'
+    )
+    assert replies[4]["denied_by"] == 1 and not replies[4]["allowed"]
+    assert replies[5]["key"] == "rl:{geo:t}:log:1000"
+    assert [(r.get("error"), r.get("field")) for r in replies[6:9]] == [
+        ("invalid_argument", "limits"),
+        ("invalid_argument", "limits[1].window_ms"),
+        ("invalid_argument", "limits"),
+    ]
+    for i in range(9, 17):
+        assert replies[i]["error"] == "protocol", (i, replies[i])
+    assert (replies[17]["error"], replies[17]["field"]) == ("invalid_argument", "window_ms")
+    # deny_cache on the memory store: accepted, the engine has none.
+    assert replies[18] == {"ok": True}
+    assert replies[19]["field"] == "cost"
+
+
+def test_the_deny_cache_is_off_unless_the_policy_asks(redis_url: str, r: redis.Redis) -> None:
+    def evalsha() -> int:
+        stats = r.info("commandstats").get("cmdstat_evalsha")
+        return int(stats["calls"]) if stats else 0
+
+    resource = "py-driver-" + str(time.time_ns())
+    policy = {"op": "policy", "resource": resource, "limit": 1, "window_ms": 60_000}
+    acquire = {"op": "acquire", "tenant": "t"}
+    # The script is loaded: no NOSCRIPT (and EVAL) in the counts.
+    r.script_load(slidelimit.Policy("rl", resource, "sliding_log", 1, 60_000)._script_text(False))
+    counts: list[int] = []
+    for ask in (None, True):
+        extra = {} if ask is None else {"deny_cache": ask}
+        before = evalsha()
+        out = session(
+            [
+                json.dumps(r).encode()
+                for r in [
+                    {"op": "store", "kind": "redis", "url": redis_url},
+                    {**policy, **extra},
+                    acquire,
+                    acquire,
+                    acquire,
+                    acquire,
+                    {"op": "reset", "tenant": "t"},
+                ]
+            ]
+        )
+        assert [json.loads(line).get("allowed") for line in out[2:6]] == [
+            True,
+            False,
+            False,
+            False,
+        ]
+        counts.append(evalsha() - before)
+    # Off: every acquire is a call; on: the denials after the first are local.
+    assert counts == [4, 2]

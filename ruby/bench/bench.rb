@@ -33,7 +33,9 @@ ratios = []
   limiter = Slidelimit::Limiter.new(redis, policy)
   tenants = Array.new(TENANTS) { |i| "tenant-#{i}" }
   keys = tenants.map { |t| [limiter.key(t)] }
-  sha, = Slidelimit::Limiter.script(Slidelimit::Policy.algorithm_value(algorithm), Slidelimit::Native::MODE_ACQUIRE)
+  native = Slidelimit::Policy.native_policy(policy)
+  sha, = Slidelimit::Limiter.script(native, Slidelimit::Native::MODE_ACQUIRE)
+  Slidelimit::Native.slidelimit_policy_free(native)
   argv = [limit.to_s, "60000", "1", ""]
   # Warm up both paths (script cache, connection).
   200.times { |i| limiter.acquire(tenants[i % TENANTS]) }

@@ -18,6 +18,8 @@ module SlidelimitDriver
     string: ->(v) { v.is_a?(String) },
     number: ->(v) { v.is_a?(Numeric) },
     array: ->(v) { v.is_a?(Array) },
+    boolean: ->(v) { [true, false].include?(v) },
+    object: ->(v) { v.is_a?(Hash) },
   }.freeze
 
   # Threads of a `load` share one limiter and take connections from a pool.
@@ -32,21 +34,23 @@ module SlidelimitDriver
   module_function
 
   # The field's value, or nil when absent (null counts as absent).
-  def field(req, name, type, required: false)
+  # where: what the message names (the op).
+  def field(req, name, type, required: false, where: req["op"])
     v = req[name]
     if v.nil?
-      raise ProtocolError, "#{req['op']}: #{name} is required" if required
+      raise ProtocolError, "#{where}: #{name} is required" if required
 
       return nil
     end
-    raise ProtocolError, "#{req['op']}: #{name} must be a JSON #{type}" unless TYPES.fetch(type).call(v)
+    raise ProtocolError, "#{where}: #{name} must be a JSON #{type}" unless TYPES.fetch(type).call(v)
 
     v
   end
 
   def decision_line(d)
     %({"allowed":#{d.allowed? ? 'true' : 'false'},"remaining":#{d.remaining},) +
-      %("retry_after_ms":#{d.retry_after_ms},"reset_after_ms":#{d.reset_after_ms},"now_ms":#{d.now_ms}})
+      %("retry_after_ms":#{d.retry_after_ms},"reset_after_ms":#{d.reset_after_ms},"now_ms":#{d.now_ms}) +
+      (d.denied_by.nil? ? "}" : %(,"denied_by":#{d.denied_by}}))
   end
 
   def error_line(e)
@@ -99,22 +103,53 @@ module SlidelimitDriver
     store[:engine]&.close
   end
 
+  SINGLE_FIELDS = %w[algorithm limit window_ms buckets].freeze
+
+  # One element of a policy's `limits` list, as a Slidelimit::Limit with the
+  # fields as given (absent ones left to the gem's defaults).
+  def limit_spec(item, index, count)
+    raise ProtocolError, "policy: limits[#{index}] must be a JSON object" unless item.is_a?(Hash)
+
+    where = "policy: limits[#{index}]"
+    spec = {
+      algorithm: field(item, "algorithm", :string, where: where),
+      limit: field(item, "limit", :number, where: where),
+      window_ms: field(item, "window_ms", :number, where: where),
+      buckets: field(item, "buckets", :number, where: where),
+    }.compact
+    Slidelimit::Limit.new(**spec)
+  rescue ArgumentError => e
+    raise if e.is_a?(Slidelimit::Error)
+
+    missing = e.message[/missing keywords?: :?(\w+)/, 1]
+    raise unless missing
+
+    raise Slidelimit.invalid(count > 1 ? "limits[#{index}].#{missing}" : missing, "is required")
+  end
+
   def build_limiter(store, req)
+    limits = field(req, "limits", :array)
+    deny_cache = field(req, "deny_cache", :boolean) || false
     policy = {
       namespace: field(req, "namespace", :string),
       resource: field(req, "resource", :string),
-      algorithm: field(req, "algorithm", :string),
-      limit: field(req, "limit", :number),
-      window_ms: field(req, "window_ms", :number),
-      buckets: field(req, "buckets", :number),
-    }.compact
+    }
+    if limits
+      both = SINGLE_FIELDS.find { |f| !req[f].nil? }
+      raise ProtocolError, "policy: limits cannot be given with #{both}" if both
+
+      policy[:limits] = limits.each_with_index.map { |item, i| limit_spec(item, i, limits.length) }
+    else
+      policy.merge!(algorithm: field(req, "algorithm", :string), limit: field(req, "limit", :number),
+                    window_ms: field(req, "window_ms", :number), buckets: field(req, "buckets", :number))
+    end
     begin
-      policy = Slidelimit::Policy.new(**policy)
+      policy = Slidelimit::Policy.new(**policy.compact)
     rescue ArgumentError => e
       raise if e.is_a?(Slidelimit::Error)
 
-      # A required keyword left out (the gem has no default limit, resource
-      # or window): Ruby's own ArgumentError, reported as the field's.
+      # A required keyword left out (the gem has no default resource): Ruby's
+      # own ArgumentError, reported as the field's.
       missing = e.message[/missing keywords?: :?(\w+)/, 1]
       raise unless missing
 
@@ -122,7 +157,7 @@ module SlidelimitDriver
     end
     return Slidelimit::Limiter.memory(policy, engine: store[:engine]) if store[:engine]
 
-    Slidelimit::Limiter.new(store[:pool], policy)
+    Slidelimit::Limiter.new(store[:pool], policy, deny_cache: deny_cache)
   end
 
   # The largest caller-clock skew a load takes (docs/driver.md): an hour.

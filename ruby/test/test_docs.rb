@@ -35,7 +35,8 @@ class TestDocs < Minitest::Test
       RUBY
     },
     "docs/ruby.md" => {
-      blocks: ['require "slidelimit"', 'require "slidelimit/sidekiq"', "Sidekiq.configure_server do |config|",
+      blocks: ['require "slidelimit"', 'burst = Slidelimit::Policy.new(resource: "search", limits: [',
+               'require "slidelimit/sidekiq"', "Sidekiq.configure_server do |config|",
                "metrics = Slidelimit::Metrics.new(registry: Prometheus::Client.registry, tenant_label: false)"],
       # The API block calls the reader's call_the_api; the Sidekiq block's
       # GEOCODE is the reader's limiter; configure_server blocks run only in a
@@ -47,11 +48,17 @@ class TestDocs < Minitest::Test
                                           Slidelimit::Policy.new(resource: "geocode", limit: 600, window_ms: 60_000))
         GEOCODE.reset("tenant-17")
         GEOCODE.reset("api-key-9")
+        SEARCH_KEYS = ["rl:{search:tenant-17}:log:1000", "rl:{search:tenant-17}:bucketed:60000:60"]
+        Slidelimit.redis(url: TEST_URL).del(*SEARCH_KEYS)
         require "sidekiq/cli"
         require "prometheus/client"
       RUBY
       after: <<~RUBY
         expect [d.allowed?, d.remaining, API_CALLS], [true, 599, [:called]], "the API block's acquire and call"
+        # Several limits: remaining is the lower (20 - 1 and 600 - 1); the keys are the comment's.
+        expect [s.allowed?, s.remaining, s.denied_by], [true, 19, nil], "the several limits' acquire"
+        expect search.keys("tenant-17"), SEARCH_KEYS, "the several limits' keys"
+        expect search.reset("tenant-17"), true, "reset deletes the keys"
         # The configured middleware chain runs a GeocodeWorker job with a permit of its first argument.
         ran = []
         Sidekiq.server_middleware.invoke(GeocodeWorker.new, { "args" => ["api-key-9", "Main St 1"] }, "default") { ran << :body }

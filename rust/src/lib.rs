@@ -27,13 +27,15 @@ mod redis_io;
 
 pub use metrics::Metrics;
 pub use slidelimit_core::{
-    escape_tenant, slot, Algorithm, Decision, Error, ErrorCode, MemoryEngine, Mode, Policy, Result,
-    Script, ScriptCall, DEFAULT_BUCKETS, MAX_BUCKETS,
+    escape_tenant, slot, Algorithm, Decision, Error, ErrorCode, Limit, MemoryEngine, Mode, Policy,
+    Result, Script, ScriptCall, DEFAULT_BUCKETS, DEFAULT_DENY_CACHE_CAPACITY, MAX_BUCKETS,
+    MAX_LIMITS,
 };
 
 use redis_io::Connection;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use slidelimit_core::DenyCache;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// How a [`Limiter`] talks to its store.
 #[derive(Clone)]
@@ -50,6 +52,15 @@ pub struct Options {
     /// the system's trust store (a private CA). The server's certificate is
     /// always verified, host name included; `None` trusts the system roots.
     pub tls_ca_pem: Option<Vec<u8>>,
+    /// The local deny cache's capacity in tenants, or `None` to switch it
+    /// off. After Redis denies an acquire of cost c with retry R, an acquire
+    /// of cost >= c for the same tenant within R is denied in-process,
+    /// without a Redis call (server-time acquires only; never peeks or
+    /// caller-time calls; not on the memory engine). This limiter's
+    /// `reset(tenant)` clears the tenant's entry; a reset by another process
+    /// is not seen, so the tenant stays denied here until the cached retry
+    /// runs out. Default: [`DEFAULT_DENY_CACHE_CAPACITY`].
+    pub deny_cache: Option<usize>,
 }
 
 impl Default for Options {
@@ -58,7 +69,24 @@ impl Default for Options {
             timeout: Duration::from_secs(1),
             metrics: None,
             tls_ca_pem: None,
+            deny_cache: Some(DEFAULT_DENY_CACHE_CAPACITY),
         }
+    }
+}
+
+/// The deny cache of a Redis-backed limiter and the origin of its monotonic clock.
+struct LocalDenials {
+    cache: Mutex<DenyCache>,
+    start: Instant,
+}
+
+impl LocalDenials {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, DenyCache> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -75,6 +103,7 @@ pub struct Limiter {
     policy: Arc<Policy>,
     store: Store,
     options: Options,
+    denials: Option<Arc<LocalDenials>>,
 }
 
 fn unavailable_after(timeout: Duration, what: &str) -> Error {
@@ -108,7 +137,7 @@ impl Limiter {
             tokio::time::timeout(timeout, Connection::standalone(url, timeout, tls_ca))
                 .await
                 .map_err(|_| unavailable_after(timeout, "the connect"))??;
-        Ok(Self::with_store(policy, Store::Redis(connection), options))
+        Self::with_redis(policy, connection, options)
     }
 
     /// Connects to a Redis Cluster through any of its nodes.
@@ -123,7 +152,20 @@ impl Limiter {
         let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout, tls_ca))
             .await
             .map_err(|_| unavailable_after(timeout, "the connect"))??;
-        Ok(Self::with_store(policy, Store::Redis(connection), options))
+        Self::with_redis(policy, connection, options)
+    }
+
+    fn with_redis(policy: Policy, connection: Connection, options: Options) -> Result<Limiter> {
+        let denials = match options.deny_cache {
+            None => None,
+            Some(capacity) => Some(Arc::new(LocalDenials {
+                cache: Mutex::new(DenyCache::new(capacity)?),
+                start: Instant::now(),
+            })),
+        };
+        let mut limiter = Self::with_store(policy, Store::Redis(connection), options);
+        limiter.denials = denials;
+        Ok(limiter)
     }
 
     /// A limiter on the embedded in-memory engine: one process, no Redis,
@@ -141,6 +183,7 @@ impl Limiter {
             policy: Arc::new(policy),
             store,
             options,
+            denials: None,
         }
     }
 
@@ -173,9 +216,13 @@ impl Limiter {
         self.check(tenant, cost, Some(now_ms), Mode::Peek).await
     }
 
-    /// Forgets every permit recorded for `tenant` under this policy.
+    /// Forgets every permit recorded for `tenant` under this policy (every
+    /// limit's key), and this limiter's cached denial of the tenant.
     pub async fn reset(&self, tenant: &str) -> Result<()> {
-        let key = self.policy.key(tenant)?;
+        let keys = self.policy.keys(tenant)?;
+        if let Some(denials) = &self.denials {
+            denials.lock().forget(tenant);
+        }
         match &self.store {
             Store::Memory(engine) => {
                 engine.reset(&self.policy, tenant)?;
@@ -183,7 +230,7 @@ impl Limiter {
             }
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
-                tokio::time::timeout(timeout, connection.delete(&key))
+                tokio::time::timeout(timeout, connection.delete(&keys))
                     .await
                     .map_err(|_| unavailable_after(timeout, "DEL"))?
             }
@@ -198,8 +245,23 @@ impl Limiter {
         mode: Mode,
     ) -> Result<Decision> {
         let call = self.policy.build_call(tenant, cost, now_ms, mode)?;
+        // Only server-time acquires use the deny cache: a caller's time has
+        // nothing to do with this process's clock.
+        let denials = match (mode, now_ms) {
+            (Mode::Acquire, None) => self.denials.as_deref(),
+            _ => None,
+        };
+        if let Some(denials) = denials {
+            let local = denials.lock().check(tenant, cost, denials.now_ms());
+            if let Some(decision) = local {
+                if let Some(metrics) = &self.options.metrics {
+                    metrics.observe(self.policy.resource(), tenant, &decision, true);
+                }
+                return Ok(decision);
+            }
+        }
         let reply = match &self.store {
-            Store::Memory(engine) => engine.eval(&call, system_now_ms())?.to_vec(),
+            Store::Memory(engine) => engine.eval(&call, system_now_ms())?,
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
                 tokio::time::timeout(timeout, connection.run_script(&call))
@@ -208,8 +270,13 @@ impl Limiter {
             }
         };
         let decision = Decision::from_reply(&reply)?;
+        if let Some(denials) = denials {
+            denials
+                .lock()
+                .record(tenant, cost, &decision, denials.now_ms());
+        }
         if let (Some(metrics), Mode::Acquire) = (&self.options.metrics, mode) {
-            metrics.observe(self.policy.resource(), tenant, &decision);
+            metrics.observe(self.policy.resource(), tenant, &decision, false);
         }
         Ok(decision)
     }

@@ -4,7 +4,8 @@
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts, Registry};
 use slidelimit_core::{
     wait_seconds, Decision, COUNTER_LABELS, COUNTER_LABELS_WITH_TENANT, METRIC_ALLOWED_TOTAL,
-    METRIC_ALLOWED_TOTAL_HELP, METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP, METRIC_WAIT_SECONDS,
+    METRIC_ALLOWED_TOTAL_HELP, METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP,
+    METRIC_LOCAL_DENIED_TOTAL, METRIC_LOCAL_DENIED_TOTAL_HELP, METRIC_WAIT_SECONDS,
     METRIC_WAIT_SECONDS_HELP, WAIT_BUCKETS, WAIT_LABELS,
 };
 
@@ -15,6 +16,7 @@ use slidelimit_core::{
 pub struct Metrics {
     allowed: IntCounterVec,
     denied: IntCounterVec,
+    local_denied: IntCounterVec,
     wait: HistogramVec,
     tenant_label: bool,
 }
@@ -36,6 +38,10 @@ impl Metrics {
             Opts::new(METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP),
             labels,
         )?;
+        let local_denied = IntCounterVec::new(
+            Opts::new(METRIC_LOCAL_DENIED_TOTAL, METRIC_LOCAL_DENIED_TOTAL_HELP),
+            labels,
+        )?;
         let wait = HistogramVec::new(
             HistogramOpts::new(METRIC_WAIT_SECONDS, METRIC_WAIT_SECONDS_HELP)
                 .buckets(WAIT_BUCKETS.to_vec()),
@@ -44,15 +50,18 @@ impl Metrics {
         registry.register(Box::new(allowed.clone()))?;
         registry.register(Box::new(denied.clone()))?;
         registry.register(Box::new(wait.clone()))?;
+        registry.register(Box::new(local_denied.clone()))?;
         Ok(Metrics {
             allowed,
             denied,
+            local_denied,
             wait,
             tenant_label,
         })
     }
 
-    pub(crate) fn observe(&self, resource: &str, tenant: &str, decision: &Decision) {
+    /// Counts an acquire's decision; `local` when the deny cache answered it.
+    pub(crate) fn observe(&self, resource: &str, tenant: &str, decision: &Decision, local: bool) {
         let with_tenant = [resource, tenant];
         let labels: &[&str] = if self.tenant_label {
             &with_tenant
@@ -63,6 +72,9 @@ impl Metrics {
             self.allowed.with_label_values(labels).inc();
         } else {
             self.denied.with_label_values(labels).inc();
+            if local {
+                self.local_denied.with_label_values(labels).inc();
+            }
             self.wait
                 .with_label_values(&[resource])
                 .observe(wait_seconds(decision.retry_after_ms));

@@ -77,9 +77,8 @@ impl Connection {
     /// (restart, failover, SCRIPT FLUSH) gets the text once through EVAL. The
     /// script did not run on NOSCRIPT, so the retry cannot double-count.
     pub(crate) async fn run_script(&self, call: &ScriptCall) -> Result<Vec<i64>> {
-        // Every script has one key; WRONGTYPE names it.
-        let key = call.keys.first().map_or("", String::as_str);
-        let algorithm = call.script.algorithm;
+        // WRONGTYPE names the (first) key and its algorithm.
+        let (key, algorithm) = call.first_key();
         let by_sha = script_command("EVALSHA", call.script.sha1(), call);
         let e = match self.query(&by_sha).await {
             Ok(reply) => return integers(reply),
@@ -103,8 +102,9 @@ impl Connection {
         }
     }
 
-    pub(crate) async fn delete(&self, key: &str) -> Result<()> {
-        self.query(redis::cmd("DEL").arg(key))
+    /// Deletes `keys` in one DEL (a policy's keys share one slot).
+    pub(crate) async fn delete(&self, keys: &[String]) -> Result<()> {
+        self.query(redis::cmd("DEL").arg(keys))
             .await
             .map(drop)
             .map_err(from_redis)

@@ -129,8 +129,10 @@ async fn a_failover_mid_audit_surfaces_no_error_and_never_over_admits() {
         // A manual failover pauses the old master's clients until the
         // replica has caught up, for at most 5 s (Redis's CLUSTER_MF_TIMEOUT):
         // a caller whose timeout is shorter may get `unavailable` meanwhile.
+        // Every attempt goes to Redis, through the failover (no deny cache).
         Options {
             timeout: Duration::from_secs(6),
+            deny_cache: None,
             ..Options::default()
         },
     )

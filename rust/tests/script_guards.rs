@@ -118,10 +118,14 @@ fn bad_arguments_are_invalid_argument_and_write_nothing() {
     ];
     let mut checked = 0;
     for script in Script::ALL {
-        let bucketed = script.algorithm == Algorithm::BucketedWindow;
+        // The multi-limit script has its own layout (multi_limit_arguments_are_checked).
+        let Some(algorithm) = script.algorithm() else {
+            continue;
+        };
+        let bucketed = algorithm == Algorithm::BucketedWindow;
         let key = match bucketed {
             true => format!("{ns}:{{geocode:t}}:bucketed:60000:60"),
-            false => format!("{ns}:{{geocode:t}}:{}:60000", script.algorithm.key_tag()),
+            false => format!("{ns}:{{geocode:t}}:{}:60000", algorithm.key_tag()),
         };
         // Every shared case, with a valid bucket count for the bucketed window.
         let mut cases: Vec<(Vec<&str>, &str)> = BAD
@@ -129,7 +133,7 @@ fn bad_arguments_are_invalid_argument_and_write_nothing() {
             .chain(
                 log_only
                     .iter()
-                    .filter(|_| script.algorithm == Algorithm::SlidingLog),
+                    .filter(|_| algorithm == Algorithm::SlidingLog),
             )
             .map(|(args, field)| {
                 let mut args = args.to_vec();
@@ -410,4 +414,129 @@ fn a_bucketed_key_with_fields_it_never_writes_is_an_error_before_any_write() {
     assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "1", "o", "0", &b, "1"], &[T]);
     // `n` larger than the buckets hold: a denial's walk runs out of buckets.
     assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "20", "o", &b, &b, "1"], &[T]);
+}
+
+/// The multi-limit script's own checks (its argument layout, no key twice,
+/// algorithm names, buckets only for the bucketed window) and each limit's
+/// by its algorithm's own rules: Redis and the engine give the same code and
+/// field, and write nothing.
+#[test]
+fn multi_limit_arguments_are_checked() {
+    let mut con = raw_connection();
+    let engine = MemoryEngine::new();
+    let ns = unique_namespace("multi-guards");
+    let keys = [
+        format!("{ns}:{{geocode:t}}:log:1000"),
+        format!("{ns}:{{geocode:t}}:bucketed:60000:60"),
+    ];
+    let good = |cost: &'static str| {
+        vec![
+            cost,
+            "",
+            "sliding_log",
+            "2",
+            "1000",
+            "",
+            "bucketed_window",
+            "10",
+            "60000",
+            "60",
+        ]
+    };
+    let with = |i: usize, v: &'static str| {
+        let mut a = good("1");
+        a[i] = v;
+        a
+    };
+    // (ARGV, KEYS, the code and field both must answer)
+    type Case<'a> = (Vec<&'a str>, &'a [String], ErrorCode, Option<&'a str>);
+    let cases: Vec<Case> = vec![
+        (
+            with(0, "x"),
+            &keys,
+            ErrorCode::InvalidArgument,
+            Some("cost"),
+        ),
+        (
+            with(1, "1.5"),
+            &keys,
+            ErrorCode::InvalidArgument,
+            Some("now_ms"),
+        ),
+        (
+            with(2, "fixed"),
+            &keys,
+            ErrorCode::InvalidArgument,
+            Some("algorithm"),
+        ),
+        (
+            with(5, "60"),
+            &keys,
+            ErrorCode::InvalidArgument,
+            Some("buckets"),
+        ),
+        (
+            with(3, "0"),
+            &keys,
+            ErrorCode::InvalidArgument,
+            Some("limit"),
+        ),
+        (
+            with(9, "7"),
+            &keys,
+            ErrorCode::InvalidArgument,
+            Some("buckets"),
+        ),
+        (good("3"), &keys, ErrorCode::InvalidArgument, Some("cost")),
+        (good("1")[..9].to_vec(), &keys, ErrorCode::ScriptError, None),
+        (good("1"), &keys[..1], ErrorCode::ScriptError, None),
+    ];
+    let twice = [keys[0].clone(), keys[0].clone()];
+    let mut cases = cases;
+    cases.push((good("1"), &twice, ErrorCode::ScriptError, None));
+    for (script, mode) in [
+        (Script::multi_limit(Mode::Acquire), "acquire"),
+        (Script::multi_limit(Mode::Peek), "peek"),
+    ] {
+        for (args, keys, code, field) in &cases {
+            let e = redis::cmd("EVAL")
+                .arg(script.text())
+                .arg(keys.len())
+                .arg(*keys)
+                .arg(args)
+                .query::<Vec<i64>>(&mut con)
+                .expect_err(&format!("{mode} {args:?} must fail"));
+            let (got, named) = classify(&e);
+            assert_eq!(
+                (got, named.as_deref()),
+                (*code, *field),
+                "{mode} {args:?}: {e}"
+            );
+            for key in keys.iter() {
+                assert!(!exists(&mut con, key), "{mode} {args:?} wrote {key}");
+            }
+            let call = ScriptCall {
+                script,
+                keys: keys.to_vec(),
+                args: args.iter().map(|a| a.to_string()).collect(),
+            };
+            let mem = engine.eval(&call, 1_000_000).unwrap_err();
+            assert_eq!(
+                (mem.code(), mem.field()),
+                (*code, *field),
+                "{mode} {args:?}: {mem}"
+            );
+        }
+    }
+    // And the good call passes on both, with six integers.
+    let reply: Vec<i64> = redis::cmd("EVAL")
+        .arg(Script::multi_limit(Mode::Acquire).text())
+        .arg(2)
+        .arg(&keys)
+        .arg(good("1"))
+        .query(&mut con)
+        .unwrap();
+    assert_eq!(reply.len(), 6);
+    assert_eq!(&reply[..3], &[1, 1, 0]);
+    redis::cmd("DEL").arg(&keys).query::<i64>(&mut con).unwrap();
 }

@@ -31,6 +31,7 @@ fn decision(d: glue::Decision) -> JsValue {
         ("retryAfterMs", d.retry_after_ms.into()),
         ("resetAfterMs", d.reset_after_ms.into()),
         ("nowMs", d.now_ms.into()),
+        ("deniedBy", d.denied_by.map_or(JsValue::NULL, JsValue::from)),
     ] {
         // Defining a property on a plain object we just made cannot fail.
         let _ = Reflect::set(&obj, &JsValue::from_str(key), &value);
@@ -60,9 +61,33 @@ impl Policy {
             .map_err(to_js)
     }
 
-    /// The Redis key of `tenant`.
+    /// A policy of one or several limits, one list per field (`buckets`:
+    /// null or undefined where a limit names none).
+    #[wasm_bindgen(js_name = withLimits)]
+    pub fn with_limits(
+        namespace: &str,
+        resource: &str,
+        algorithms: Vec<String>,
+        limits: Vec<f64>,
+        windows: Vec<f64>,
+        buckets: Vec<JsValue>,
+    ) -> Result<Policy, JsValue> {
+        let buckets: Vec<Option<f64>> = buckets.iter().map(JsValue::as_f64).collect();
+        glue::Policy::with_limit_columns(
+            namespace, resource, algorithms, &limits, &windows, &buckets,
+        )
+        .map(|inner| Policy { inner })
+        .map_err(to_js)
+    }
+
+    /// The Redis key of `tenant` (the first limit's).
     pub fn key(&self, tenant: &str) -> Result<String, JsValue> {
         self.inner.key(tenant).map_err(to_js)
+    }
+
+    /// Every limit's Redis key of `tenant`: what a reset deletes.
+    pub fn keys(&self, tenant: &str) -> Result<Vec<String>, JsValue> {
+        self.inner.keys(tenant).map_err(to_js)
     }
 
     /// One call as one string (`glue::encode_call`); `now_ms` absent means Redis `TIME`.
@@ -169,6 +194,56 @@ impl MemoryEngine {
     /// Forgets `tenant` under `policy`; true if anything was recorded.
     pub fn reset(&self, policy: &Policy, tenant: &str) -> Result<bool, JsValue> {
         self.inner.reset(&policy.inner, tenant).map_err(to_js)
+    }
+}
+
+/// Core's local deny cache of one limiter (`glue::DenyCache`).
+#[wasm_bindgen]
+pub struct DenyCache {
+    inner: glue::DenyCache,
+}
+
+#[wasm_bindgen]
+impl DenyCache {
+    /// A cache of `capacity` tenants; absent: core's default.
+    #[wasm_bindgen(constructor)]
+    pub fn new(capacity: Option<f64>) -> Result<DenyCache, JsValue> {
+        glue::DenyCache::new(capacity)
+            .map(|inner| DenyCache { inner })
+            .map_err(to_js)
+    }
+
+    /// The local denial of an acquire on server time, or null: ask Redis.
+    pub fn check(&mut self, tenant: &str, cost: f64, mono_ms: f64) -> Result<JsValue, JsValue> {
+        match self.inner.check(tenant, cost, mono_ms) {
+            Ok(found) => Ok(found.map_or(JsValue::NULL, decision)),
+            Err(e) => Err(to_js(e)),
+        }
+    }
+
+    /// Notes Redis's decision for an acquire on server time; returns the tenants held.
+    #[allow(clippy::too_many_arguments)]
+    pub fn record(
+        &mut self,
+        tenant: &str,
+        cost: f64,
+        allowed: bool,
+        remaining: f64,
+        retry_after_ms: f64,
+        reset_after_ms: f64,
+        now_ms: f64,
+        denied_by: Option<f64>,
+        mono_ms: f64,
+    ) -> Result<u32, JsValue> {
+        let d = glue::Decision {
+            allowed,
+            remaining,
+            retry_after_ms,
+            reset_after_ms,
+            now_ms,
+            denied_by,
+        };
+        self.inner.record(tenant, cost, d, mono_ms).map_err(to_js)
     }
 }
 

@@ -8,7 +8,7 @@
 //! line is read, so replies come in request order.
 
 use serde_json::{Map, Value};
-use slidelimit::{slot, Algorithm, Decision, Error, Limiter, Options, Policy};
+use slidelimit::{slot, Algorithm, Decision, Error, Limit, Limiter, Options, Policy};
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -61,10 +61,15 @@ fn protocol_line(p: &Protocol) -> String {
     format!("{{\"error\":\"protocol\",\"message\":{}}}", json_str(&p.0))
 }
 
-/// The decision in the one byte form of docs/driver.md.
+/// The decision in the one byte form of docs/driver.md (`denied_by` only
+/// when the decision names a limit).
 fn decision_line(d: &Decision) -> String {
+    let denied_by = d
+        .denied_by
+        .map(|p| format!(",\"denied_by\":{p}"))
+        .unwrap_or_default();
     format!(
-        "{{\"allowed\":{},\"remaining\":{},\"retry_after_ms\":{},\"reset_after_ms\":{},\"now_ms\":{}}}",
+        "{{\"allowed\":{},\"remaining\":{},\"retry_after_ms\":{},\"reset_after_ms\":{},\"now_ms\":{}{denied_by}}}",
         d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms, d.now_ms
     )
 }
@@ -124,6 +129,63 @@ impl<'a> Fields<'a> {
 
     fn u64(&self, name: &str) -> Result<u64, Protocol> {
         self.opt_u64(name)?.ok_or_else(|| self.missing(name))
+    }
+
+    fn opt_bool(&self, name: &str) -> Result<Option<bool>, Protocol> {
+        match self.map.get(name) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(_) => Err(self.wrong(name, "a boolean")),
+        }
+    }
+
+    /// The `limits` list: each entry an object with the single policy's
+    /// fields, read by the same rules.
+    fn opt_limits(&self) -> Result<Option<Vec<LimitFields>>, Protocol> {
+        let list = match self.map.get("limits") {
+            None => return Ok(None),
+            Some(Value::Array(list)) => list,
+            Some(_) => return Err(self.wrong("limits", "a list of objects")),
+        };
+        let mut limits = Vec::with_capacity(list.len());
+        for entry in list {
+            let Value::Object(map) = entry else {
+                return Err(self.wrong("limits", "a list of objects"));
+            };
+            let f = Fields::new("policy limits[]", map, &LIMIT_FIELDS)?;
+            limits.push(LimitFields {
+                algorithm: f.opt_str("algorithm")?.map(str::to_owned),
+                limit: f.u64("limit")?,
+                window_ms: f.u64("window_ms")?,
+                buckets: f.opt_u64("buckets")?,
+            });
+        }
+        Ok(Some(limits))
+    }
+}
+
+/// The fields of one limit (a `policy` op's single form, or an entry of `limits`).
+const LIMIT_FIELDS: [&str; 4] = ["algorithm", "limit", "window_ms", "buckets"];
+
+struct LimitFields {
+    algorithm: Option<String>,
+    limit: u64,
+    window_ms: u64,
+    buckets: Option<u64>,
+}
+
+impl LimitFields {
+    fn to_limit(&self) -> Result<Limit, Error> {
+        let algorithm = match &self.algorithm {
+            Some(a) => Algorithm::parse(a)?,
+            None => slidelimit_core::DEFAULT_ALGORITHM,
+        };
+        Ok(Limit {
+            algorithm,
+            limit: self.limit,
+            window_ms: self.window_ms,
+            buckets: self.buckets,
+        })
     }
 }
 
@@ -205,24 +267,40 @@ impl Driver {
             .opt_str("namespace")?
             .unwrap_or(slidelimit_core::DEFAULT_NAMESPACE);
         let resource = f.str("resource")?;
-        let algorithm = f.opt_str("algorithm")?;
-        let limit = f.u64("limit")?;
-        let window_ms = f.u64("window_ms")?;
-        let buckets = f.opt_u64("buckets")?;
+        let limits = match f.opt_limits()? {
+            Some(limits) => {
+                if let Some(single) = LIMIT_FIELDS.iter().find(|n| f.map.contains_key(**n)) {
+                    return Err(
+                        Protocol(format!("policy: limits and {single} are exclusive")).into(),
+                    );
+                }
+                limits
+            }
+            None => vec![LimitFields {
+                algorithm: f.opt_str("algorithm")?.map(str::to_owned),
+                limit: f.u64("limit")?,
+                window_ms: f.u64("window_ms")?,
+                buckets: f.opt_u64("buckets")?,
+            }],
+        };
+        // Off unless asked for: the harnesses switch it on where they mean to.
+        let mut options = store.options.clone();
+        if f.opt_bool("deny_cache")? != Some(true) {
+            options.deny_cache = None;
+        }
         self.limiter = None;
         let built = async {
-            let algorithm = match algorithm {
-                Some(a) => Algorithm::parse(a)?,
-                None => slidelimit_core::DEFAULT_ALGORITHM,
-            };
-            let policy =
-                Policy::with_buckets(namespace, resource, algorithm, limit, window_ms, buckets)?;
+            let limits = limits
+                .iter()
+                .map(LimitFields::to_limit)
+                .collect::<Result<Vec<_>, _>>()?;
+            let policy = Policy::with_limits(namespace, resource, &limits)?;
             match &store.kind {
-                StoreKind::Memory => Ok(Limiter::memory(policy, store.options.clone())),
-                StoreKind::Redis(url) => Limiter::connect(url, policy, store.options.clone()).await,
+                StoreKind::Memory => Ok(Limiter::memory(policy, options)),
+                StoreKind::Redis(url) => Limiter::connect(url, policy, options).await,
                 StoreKind::Cluster(urls) => {
                     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-                    Limiter::connect_cluster(&urls, policy, store.options.clone()).await
+                    Limiter::connect_cluster(&urls, policy, options).await
                 }
             }
         }
@@ -463,6 +541,8 @@ fn known_fields(op: &str) -> Option<&'static [&'static str]> {
             "limit",
             "window_ms",
             "buckets",
+            "limits",
+            "deny_cache",
         ],
         "acquire" => &["tenant", "cost"],
         "acquire_at" | "peek" => &["tenant", "cost", "now_ms"],

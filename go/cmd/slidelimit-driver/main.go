@@ -54,13 +54,18 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
-// decisionLine is the canonical byte form of docs/driver.md.
+// decisionLine is the canonical byte form of docs/driver.md (denied_by only
+// when the decision names a limit).
 func decisionLine(d slidelimit.Decision) string {
+	deniedBy := ""
+	if i, ok := d.DeniedBy(); ok {
+		deniedBy = `,"denied_by":` + strconv.Itoa(i)
+	}
 	return `{"allowed":` + strconv.FormatBool(d.Allowed) +
 		`,"remaining":` + strconv.FormatUint(d.Remaining, 10) +
 		`,"retry_after_ms":` + strconv.FormatUint(d.RetryAfterMs, 10) +
 		`,"reset_after_ms":` + strconv.FormatUint(d.ResetAfterMs, 10) +
-		`,"now_ms":` + strconv.FormatUint(d.NowMs, 10) + `}`
+		`,"now_ms":` + strconv.FormatUint(d.NowMs, 10) + deniedBy + `}`
 }
 
 // errorLine prints a failure: a protocol error, or the binding's error with
@@ -101,7 +106,7 @@ var knownFields = map[string][]string{
 	"hello":      {},
 	"exit":       {},
 	"store":      {"kind", "url", "urls", "timeout_ms", "tls_ca_file"},
-	"policy":     {"namespace", "resource", "algorithm", "limit", "window_ms", "buckets"},
+	"policy":     {"namespace", "resource", "algorithm", "limit", "window_ms", "buckets", "limits", "deny_cache"},
 	"acquire":    {"tenant", "cost"},
 	"acquire_at": {"tenant", "cost", "now_ms"},
 	"peek":       {"tenant", "cost", "now_ms"},
@@ -185,6 +190,18 @@ func (r *request) optUint(name string) (uint64, bool, error) {
 		return 0, false, r.wrong(name, "an integer from 0 to 2^64 - 1 (the Go API's uint64)")
 	}
 	return u, true, nil
+}
+
+func (r *request) optBool(name string) (bool, bool, error) {
+	v, ok := r.fields[name]
+	if !ok {
+		return false, false, nil
+	}
+	b, isBool := v.(bool)
+	if !isBool {
+		return false, false, r.wrong(name, "a boolean")
+	}
+	return b, true, nil
 }
 
 func (r *request) uint(name string) (uint64, error) {
@@ -340,6 +357,77 @@ func (d *driver) opStore(r *request) (string, error) {
 	return `{"ok":true}`, nil
 }
 
+// singleFields are a policy op's fields of one limit, which limits replaces.
+var singleFields = []string{"algorithm", "limit", "window_ms", "buckets"}
+
+// limitFields reads one limit: the single fields of a policy op, or an entry
+// of its limits list (a request of its own, op "policy limits[i]").
+type limitFields struct {
+	algorithm                   string
+	hasAlgorithm                bool
+	limit, windowMs             uint64
+	buckets                     uint64
+	hasBuckets                  bool
+	emptyAlgorithm, zeroBuckets bool
+}
+
+func readLimit(r *request) (limitFields, error) {
+	var f limitFields
+	var err error
+	if f.algorithm, f.hasAlgorithm, err = r.optString("algorithm"); err != nil {
+		return f, err
+	}
+	if f.limit, err = r.uint("limit"); err != nil {
+		return f, err
+	}
+	if f.windowMs, err = r.uint("window_ms"); err != nil {
+		return f, err
+	}
+	// Absent is the Go API's 0: core's default for the bucketed window.
+	if f.buckets, f.hasBuckets, err = r.optUint("buckets"); err != nil {
+		return f, err
+	}
+	f.emptyAlgorithm = f.hasAlgorithm && f.algorithm == ""
+	f.zeroBuckets = f.hasBuckets && f.buckets == 0
+	return f, nil
+}
+
+// readLimits reads the limits list, nil when absent.
+func readLimits(r *request) ([]limitFields, error) {
+	raw, ok := r.fields["limits"]
+	if !ok {
+		return nil, nil
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return nil, r.wrong("limits", "a list of objects")
+	}
+	for _, name := range singleFields {
+		if _, ok := r.fields[name]; ok {
+			return nil, protocolf("policy: limits and %s are exclusive", name)
+		}
+	}
+	limits := make([]limitFields, 0, len(list))
+	for i, item := range list {
+		fields, ok := item.(map[string]any)
+		if !ok {
+			return nil, r.wrong("limits", "a list of objects")
+		}
+		entry := &request{op: fmt.Sprintf("policy limits[%d]", i), fields: fields}
+		for name := range fields {
+			if !slices.Contains(singleFields, name) {
+				return nil, protocolf("%s: unknown field %q", entry.op, name)
+			}
+		}
+		f, err := readLimit(entry)
+		if err != nil {
+			return nil, err
+		}
+		limits = append(limits, f)
+	}
+	return limits, nil
+}
+
 func (d *driver) opPolicy(r *request) (string, error) {
 	if d.store == nil {
 		return "", protocolf("policy: no store yet")
@@ -348,55 +436,81 @@ func (d *driver) opPolicy(r *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	algorithm, hasAlgorithm, err := r.optString("algorithm")
-	if err != nil {
-		return "", err
-	}
 	resource, err := r.str("resource")
 	if err != nil {
 		return "", err
 	}
-	limit, err := r.uint("limit")
+	limits, err := readLimits(r)
 	if err != nil {
 		return "", err
 	}
-	windowMs, err := r.uint("window_ms")
-	if err != nil {
-		return "", err
+	if limits == nil {
+		single, err := readLimit(r)
+		if err != nil {
+			return "", err
+		}
+		limits = []limitFields{single}
 	}
-	// Absent is the Go API's 0: core's default for the bucketed window.
-	buckets, hasBuckets, err := r.optUint("buckets")
+	// Off unless asked for: the harnesses switch it on where they mean to.
+	denyCache, _, err := r.optBool("deny_cache")
 	if err != nil {
 		return "", err
 	}
 	d.dropLimiter()
-	p := slidelimit.Policy{Namespace: namespace, Resource: resource, Algorithm: slidelimit.Algorithm(algorithm),
-		Limit: limit, WindowMs: windowMs, Buckets: buckets}
+	p := slidelimit.Policy{Namespace: namespace, Resource: resource}
+	specs := make([]slidelimit.Limit, len(limits))
+	verbatimPolicy := hasNamespace && namespace == ""
+	var zeroBuckets uint32
+	for i, f := range limits {
+		specs[i] = slidelimit.Limit{Algorithm: slidelimit.Algorithm(f.algorithm), Limit: f.limit,
+			WindowMs: f.windowMs, Buckets: f.buckets}
+		verbatimPolicy = verbatimPolicy || f.emptyAlgorithm
+		if f.zeroBuckets && i < 32 {
+			zeroBuckets |= 1 << i
+		}
+	}
+	if _, ok := r.fields["limits"]; ok {
+		p.Limits = specs
+	} else {
+		s := specs[0]
+		p.Algorithm, p.Limit, p.WindowMs, p.Buckets = s.Algorithm, s.Limit, s.WindowMs, s.Buckets
+	}
 	// In the Go API an empty Namespace or Algorithm stands for the default,
 	// so a Go user cannot send core an empty one; a request that does (the
 	// key vector namespace-empty) reaches core as it is through the internal
 	// switch, and a field left out still gets the package's default.
-	if hasNamespace && namespace == "" || hasAlgorithm && algorithm == "" {
+	if verbatimPolicy {
 		if !hasNamespace {
 			p.Namespace = slidelimit.DefaultNamespace
 		}
-		if !hasAlgorithm {
+		if p.Limits == nil && !limits[0].hasAlgorithm {
 			p.Algorithm = slidelimit.DefaultAlgorithm
+		}
+		for i := range p.Limits {
+			if !limits[i].hasAlgorithm {
+				p.Limits[i].Algorithm = slidelimit.DefaultAlgorithm
+			}
 		}
 		verbatim.Policy.Store(true)
 		defer verbatim.Policy.Store(false)
 	}
 	// Likewise a request's buckets 0 reaches core as a count of 0 (which it
 	// rejects), not as the Go API's "not given".
-	if hasBuckets && buckets == 0 {
-		verbatim.Buckets.Store(true)
-		defer verbatim.Buckets.Store(false)
+	if zeroBuckets != 0 {
+		verbatim.Buckets.Store(zeroBuckets)
+		defer verbatim.Buckets.Store(0)
+	}
+	options := slices.Clone(d.store.options)
+	if denyCache {
+		options = append(options, slidelimit.WithDenyCache(0))
+	} else {
+		options = append(options, slidelimit.WithoutDenyCache())
 	}
 	var l *slidelimit.Limiter
 	if d.store.client == nil {
-		l, err = slidelimit.NewMemory(p, d.store.options...)
+		l, err = slidelimit.NewMemory(p, options...)
 	} else {
-		l, err = slidelimit.New(d.store.client, p, d.store.options...)
+		l, err = slidelimit.New(d.store.client, p, options...)
 	}
 	if err != nil {
 		d.policyErr = err

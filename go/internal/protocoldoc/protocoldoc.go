@@ -48,15 +48,17 @@ func Metrics(path string) ([]Metric, []float64, error) {
 	}
 	flat := strings.Join(strings.Fields(section), " ")
 	helps := regexp.MustCompile(`help texts \(([^)]*)\)`).FindStringSubmatch(flat)
-	if helps == nil || len(metrics) != 3 {
+	if helps == nil || len(metrics) < 3 {
 		return nil, nil, fmt.Errorf("the metrics section changed shape: %d table rows, help texts found: %v",
 			len(metrics), helps != nil)
 	}
+	// The help texts of the first rows, in table order (a later row's may
+	// be left to core; its Help is then "").
 	quoted := regexp.MustCompile("`([^`]+)`").FindAllStringSubmatch(helps[1], -1)
-	if len(quoted) != len(metrics) {
+	if len(quoted) < 3 || len(quoted) > len(metrics) {
 		return nil, nil, fmt.Errorf("%d help texts for %d metrics", len(quoted), len(metrics))
 	}
-	for i := range metrics {
+	for i := range quoted {
 		metrics[i].Help = quoted[i][1]
 	}
 	bucketText := regexp.MustCompile(`buckets \(([^)]*)\)`).FindStringSubmatch(flat)

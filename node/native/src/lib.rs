@@ -32,14 +32,16 @@ fn to_js(env: &Env, e: glue::JsError) -> NapiError {
     build().unwrap_or_else(|failed| failed)
 }
 
-/// What a check answered; times in milliseconds.
-#[napi(object)]
+/// What a check answered; times in milliseconds. `deniedBy` is null unless
+/// a policy of several limits denied.
+#[napi(object, use_nullable = true)]
 pub struct Decision {
     pub allowed: bool,
     pub remaining: f64,
     pub retry_after_ms: f64,
     pub reset_after_ms: f64,
     pub now_ms: f64,
+    pub denied_by: Option<f64>,
 }
 
 impl From<glue::Decision> for Decision {
@@ -50,6 +52,7 @@ impl From<glue::Decision> for Decision {
             retry_after_ms,
             reset_after_ms,
             now_ms,
+            denied_by,
         } = d;
         Decision {
             allowed,
@@ -57,6 +60,7 @@ impl From<glue::Decision> for Decision {
             retry_after_ms,
             reset_after_ms,
             now_ms,
+            denied_by,
         }
     }
 }
@@ -109,10 +113,35 @@ impl Policy {
             .map_err(|e| to_js(env, e))
     }
 
-    /// The Redis key of `tenant`.
+    /// A policy of one or several limits, one list per field (`buckets`:
+    /// null or undefined where a limit names none).
+    #[napi(factory, catch_unwind)]
+    pub fn with_limits(
+        env: &Env,
+        namespace: String,
+        resource: String,
+        algorithms: Vec<String>,
+        limits: Vec<f64>,
+        windows: Vec<f64>,
+        buckets: Vec<Option<f64>>,
+    ) -> Result<Self> {
+        glue::Policy::with_limit_columns(
+            &namespace, &resource, algorithms, &limits, &windows, &buckets,
+        )
+        .map(|inner| Policy { inner })
+        .map_err(|e| to_js(env, e))
+    }
+
+    /// The Redis key of `tenant` (the first limit's).
     #[napi(catch_unwind)]
     pub fn key(&self, env: &Env, tenant: String) -> Result<String> {
         self.inner.key(&tenant).map_err(|e| to_js(env, e))
+    }
+
+    /// Every limit's Redis key of `tenant`: what a reset deletes.
+    #[napi(catch_unwind)]
+    pub fn keys(&self, env: &Env, tenant: String) -> Result<Vec<String>> {
+        self.inner.keys(&tenant).map_err(|e| to_js(env, e))
     }
 
     /// One call as one string (`glue::encode_call`); `now_ms` absent means Redis `TIME`.
@@ -251,6 +280,67 @@ impl MemoryEngine {
     pub fn reset(&self, env: &Env, policy: &Policy, tenant: String) -> Result<bool> {
         self.inner
             .reset(&policy.inner, &tenant)
+            .map_err(|e| to_js(env, e))
+    }
+}
+
+/// Core's local deny cache of one limiter (`glue::DenyCache`).
+#[napi]
+pub struct DenyCache {
+    inner: glue::DenyCache,
+}
+
+#[napi]
+impl DenyCache {
+    /// A cache of `capacity` tenants; absent: core's default.
+    #[napi(constructor, catch_unwind)]
+    pub fn new(env: &Env, capacity: Option<f64>) -> Result<Self> {
+        glue::DenyCache::new(capacity)
+            .map(|inner| DenyCache { inner })
+            .map_err(|e| to_js(env, e))
+    }
+
+    /// The local denial of an acquire on server time, or null: ask Redis.
+    #[napi(catch_unwind)]
+    pub fn check(
+        &mut self,
+        env: &Env,
+        tenant: String,
+        cost: f64,
+        mono_ms: f64,
+    ) -> Result<Option<Decision>> {
+        self.inner
+            .check(&tenant, cost, mono_ms)
+            .map(|d| d.map(Decision::from))
+            .map_err(|e| to_js(env, e))
+    }
+
+    /// Notes Redis's decision for an acquire on server time; returns the tenants held.
+    #[allow(clippy::too_many_arguments)]
+    #[napi(catch_unwind)]
+    pub fn record(
+        &mut self,
+        env: &Env,
+        tenant: String,
+        cost: f64,
+        allowed: bool,
+        remaining: f64,
+        retry_after_ms: f64,
+        reset_after_ms: f64,
+        now_ms: f64,
+        denied_by: Option<f64>,
+        mono_ms: f64,
+    ) -> Result<u32> {
+        let decision = glue::Decision {
+            allowed,
+            remaining,
+            retry_after_ms,
+            reset_after_ms,
+            now_ms,
+            denied_by,
+        };
+        self.inner
+            .record(&tenant, cost, decision, mono_ms)
             .map_err(|e| to_js(env, e))
     }
 }

@@ -13,7 +13,7 @@ module Slidelimit
     # filling one and reading it back.
     class Scratch
       attr_reader :buf, :lens, :n_keys, :n_parts, :used, :msg, :msg_len, :field,
-                  :out_field, :now, :reply, :decision, :words, :slot, :out, :out2
+                  :out_field, :now, :reply, :decision, :words, :slot, :out, :out2, :hit
 
       def initialize
         @buf = FFI::MemoryPointer.new(:uint8, Native::CALL_BUF_MAX)
@@ -32,6 +32,7 @@ module Slidelimit
         @slot = FFI::MemoryPointer.new(:uint16)
         @out = FFI::MemoryPointer.new(:pointer)
         @out2 = FFI::MemoryPointer.new(:size_t)
+        @hit = FFI::MemoryPointer.new(:bool)
       end
 
       # Core's message of the last failure.
@@ -92,7 +93,8 @@ module Slidelimit
       end
     end
 
-    # One C object this process owns (a policy or a memory engine), freed
+    # One C object this process owns (a policy, a memory engine or a deny
+    # cache), freed
     # exactly once: by #close, or by a finalizer when its owner is collected.
     # Calls hold the lock, so #close cannot free the object under a call
     # running on another thread.

@@ -9,13 +9,17 @@ module Slidelimit
   #                   request passes, assuming no other traffic
   # - reset_after_ms  until the key holds nothing that still counts
   # - now_ms          the time of the decision (Redis TIME, or the caller's)
+  # - denied_by       for a denial by a policy of several limits, the index
+  #                   (from 0, in Policy#limits) of the limit that denied
+  #                   with the longest retry; nil when allowed and for a
+  #                   policy of one limit
   class Decision
     include Value
 
-    attr_reader :remaining, :retry_after_ms, :reset_after_ms, :now_ms
+    attr_reader :remaining, :retry_after_ms, :reset_after_ms, :now_ms, :denied_by
 
-    def initialize(allowed:, remaining:, retry_after_ms:, reset_after_ms:, now_ms:)
-      fill(allowed, remaining, retry_after_ms, reset_after_ms, now_ms)
+    def initialize(allowed:, remaining:, retry_after_ms:, reset_after_ms:, now_ms:, denied_by: nil)
+      fill(allowed, remaining, retry_after_ms, reset_after_ms, now_ms, denied_by)
     end
 
     def allowed?
@@ -33,35 +37,39 @@ module Slidelimit
 
     def to_h
       { allowed: @allowed, remaining: @remaining, retry_after_ms: @retry_after_ms,
-        reset_after_ms: @reset_after_ms, now_ms: @now_ms }
+        reset_after_ms: @reset_after_ms, now_ms: @now_ms, denied_by: @denied_by }
     end
 
     # Reads a struct slidelimit_decision that core wrote: the bool, then the
-    # four uint64_t fields back to back (two reads; this runs on every check).
+    # four uint64_t fields back to back, then denied_by (-1: none).
     def self.from_native(pointer)
       remaining, retry_after, reset_after, now = pointer.get_array_of_uint64(REMAINING, 4)
+      denied_by = pointer.get_int32(DENIED_BY)
       d = allocate
-      d.send(:fill, pointer.get_uint8(ALLOWED) != 0, remaining, retry_after, reset_after, now)
+      d.send(:fill, pointer.get_uint8(ALLOWED) != 0, remaining, retry_after, reset_after, now,
+             denied_by.negative? ? nil : denied_by)
     end
 
     # Reads the SLIDELIMIT_DECISION_WORDS words core wrote: allowed (1 or
-    # 0), then the four times and counts (one read).
+    # 0), the four times and counts, denied_by + 1 (0: none) (one read).
     def self.from_words(pointer)
-      allowed, remaining, retry_after, reset_after, now = pointer.get_array_of_uint64(0, Native::DECISION_WORDS)
-      allocate.send(:fill, allowed != 0, remaining, retry_after, reset_after, now)
+      allowed, remaining, retry_after, reset_after, now, by = pointer.get_array_of_uint64(0, Native::DECISION_WORDS)
+      allocate.send(:fill, allowed != 0, remaining, retry_after, reset_after, now, by.zero? ? nil : by - 1)
     end
 
-    private def fill(allowed, remaining, retry_after_ms, reset_after_ms, now_ms)
+    private def fill(allowed, remaining, retry_after_ms, reset_after_ms, now_ms, denied_by)
       @allowed = allowed
       @remaining = remaining
       @retry_after_ms = retry_after_ms
       @reset_after_ms = reset_after_ms
       @now_ms = now_ms
+      @denied_by = denied_by
       freeze
     end
 
     ALLOWED = Native::DecisionStruct.offset_of(:allowed)
     REMAINING = Native::DecisionStruct.offset_of(:remaining)
+    DENIED_BY = Native::DecisionStruct.offset_of(:denied_by)
     # from_native reads the four uint64_t fields as one array.
     unless %i[retry_after_ms reset_after_ms now_ms].each_with_index.all? do |f, i|
       Native::DecisionStruct.offset_of(f) == REMAINING + (8 * (i + 1))

@@ -24,8 +24,19 @@ module Slidelimit
     # `Redis.new(cluster: [...])`, or a ConnectionPool of them (so that
     # threads do not queue on one connection). Its timeouts bound every call
     # (see Slidelimit.redis). metrics: a Slidelimit::Metrics, or anything
-    # with observe(resource, tenant, decision).
-    def initialize(redis, policy, metrics: nil)
+    # with observe(resource, tenant, decision) (and, optionally,
+    # observe_local_denial(resource, tenant, decision)).
+    #
+    # deny_cache: the local deny cache of #acquire (core's). After Redis
+    # denies an acquire of cost c with retry r, an acquire of the same tenant
+    # and cost >= c within r is denied in this process without a Redis call.
+    # true (the default): on, holding core's default number of tenants
+    # (10,000); an Integer: on, holding that many; false: off. Only #acquire
+    # (server time) uses it; #acquire_at and #peek always ask Redis. It
+    # cannot see a reset made by another process: a tenant reset elsewhere
+    # stays denied here until the cached retry runs out (#reset on this
+    # limiter forgets the tenant's entry).
+    def initialize(redis, policy, metrics: nil, deny_cache: true)
       if defined?(::ConnectionPool) && redis.is_a?(::ConnectionPool)
         @pool = redis
       elsif !redis.is_a?(::Redis)
@@ -36,14 +47,44 @@ module Slidelimit
       end
 
       setup(policy, metrics)
+      @deny_cache = Limiter.deny_cache(deny_cache)
       @redis = redis
       @calls = { Native::MODE_ACQUIRE => {}, Native::MODE_PEEK => {} }.freeze
       @acquire_calls = @calls[Native::MODE_ACQUIRE]
-      alg = Policy.algorithm_value(policy.algorithm)
-      @scripts = {
-        Native::MODE_ACQUIRE => Limiter.script(alg, Native::MODE_ACQUIRE),
-        Native::MODE_PEEK => Limiter.script(alg, Native::MODE_PEEK),
-      }.freeze
+      # The script the policy's calls run (a multi-limit policy runs the
+      # multi-limit script), from core.
+      @scripts = @policy_handle.use do |p|
+        {
+          Native::MODE_ACQUIRE => Limiter.script(p, Native::MODE_ACQUIRE),
+          Native::MODE_PEEK => Limiter.script(p, Native::MODE_PEEK),
+        }.freeze
+      end
+    rescue StandardError
+      @policy_handle&.close
+      @deny_cache&.close
+      raise
+    end
+
+    # The C deny cache the deny_cache option asks for, or nil (off). Not
+    # public API.
+    def self.deny_cache(option)
+      case option
+      when false, nil then return nil
+      when true then capacity = 0 # core's default
+      when Integer
+        Core.uint64("deny_cache_capacity", option)
+        # The C ABI reads 0 as "core's default": a capacity of 0 is refused
+        # here (switch the cache off with false instead).
+        raise Slidelimit.invalid("deny_cache_capacity", "must be at least 1 (switch the cache off instead)") if option.zero?
+
+        capacity = option
+      else
+        raise Slidelimit.invalid("deny_cache", "must be true, false or a capacity (Integer), got #{option.class}")
+      end
+      s = Core.scratch
+      code = Native.slidelimit_deny_cache_new(capacity, s.out, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+      Core.raise_failure(code, s) unless code == Native::RESULT_OK
+      Core::Handle.new(s.out.read_pointer, :slidelimit_deny_cache_free)
     end
 
     # A Limiter on core's in-memory engine, with the same decisions as Redis
@@ -71,14 +112,15 @@ module Slidelimit
       # server time; see CALL_CACHE_MAX), so check's conversions could
       # neither fail nor give other bytes. About 0.5 µs less per check.
       if cost.equal?(1) && tenant.instance_of?(String) && (call = @acquire_calls[tenant])
-        decision = run_call(Native::MODE_ACQUIRE, call)
+        decision = @deny_cache ? acquire_through_cache(tenant, 1, call) : run_call(Native::MODE_ACQUIRE, call)
         @metrics&.observe(@policy.resource, tenant, decision)
         return decision
       end
       check(tenant, cost, nil, Native::MODE_ACQUIRE, false)
     end
 
-    # #acquire at the caller's time now_ms (tests, replays).
+    # #acquire at the caller's time now_ms (tests, replays); never answered
+    # by the deny cache.
     def acquire_at(tenant, now_ms, cost: 1)
       check(tenant, cost, now_ms, Native::MODE_ACQUIRE, true)
     end
@@ -104,9 +146,13 @@ module Slidelimit
         return removed.read(:bool)
       end
 
-      key = key(tenant)
+      keys = keys(tenant)
+      if @deny_cache
+        bytes = Core.utf8("tenant", tenant)
+        @deny_cache.use { |c| Native.slidelimit_deny_cache_forget(c, bytes, bytes.bytesize) }
+      end
       begin
-        with_redis { |r| r.del(key) }.positive?
+        with_redis { |r| r.del(*keys) }.positive?
       rescue ::Redis::CommandError => e
         raise command_error(e)
       rescue *CONNECTION_ERRORS => e
@@ -114,16 +160,21 @@ module Slidelimit
       end
     end
 
-    # The Redis key of tenant under the policy (core's format).
+    # The Redis key of tenant under the policy (core's format; the first
+    # limit's for a policy of several, see #keys).
     def key(tenant)
-      bytes = Core.utf8("tenant", tenant)
-      s = Core.scratch
-      @policy_handle.use do |p|
-        code = Native.slidelimit_policy_key(p, bytes, bytes.bytesize, s.buf, Native::CALL_BUF_MAX, s.used, nil,
-                                            s.msg, Native::MSG_CAP, s.msg_len, s.field)
-        Core.raise_failure(code, s) unless code == Native::RESULT_OK
-      end
-      s.buf.get_bytes(0, s.used.read(:size_t)).force_encoding(Encoding::UTF_8)
+      limit_key(0, tenant)
+    end
+
+    # Every limit's Redis key of tenant, in the order of Policy#limits (one
+    # Cluster slot); #reset deletes them all.
+    def keys(tenant)
+      Array.new(@policy.limits.length) { |i| limit_key(i, tenant) }
+    end
+
+    # Whether #acquire consults a local deny cache.
+    def deny_cache?
+      !@deny_cache.nil?
     end
 
     # Frees the C memory now (it does not close the Redis client). Later
@@ -133,6 +184,7 @@ module Slidelimit
       # raises "is closed".
       @acquire_calls = NO_CALLS
       @policy_handle.close
+      @deny_cache&.close
       @memory.close if @own_engine
       nil
     end
@@ -149,19 +201,18 @@ module Slidelimit
       "#<Slidelimit::Limiter #{memory? ? 'memory' : 'redis'} #{@policy.inspect}#{closed? ? ' closed' : ''}>"
     end
 
-    # The text and SHA1 of one script, copied once from core's static memory.
-    def self.script(alg, mode)
-      text = static_bytes(:slidelimit_script_text, alg, mode)
-      sha = static_bytes(:slidelimit_script_sha1, alg, mode)
-      [sha.freeze, text.freeze].freeze
-    end
-
-    def self.static_bytes(function, alg, mode)
+    # The SHA1 and text of the script a C policy's calls run in mode,
+    # copied once from core's static memory.
+    def self.script(native_policy, mode)
       s = Core.scratch
-      code = Native.public_send(function, alg, mode, s.out, s.out2)
-      raise Slidelimit.error_for(code, "#{function} failed") unless code == Native::RESULT_OK
+      sha_ptr = FFI::MemoryPointer.new(:pointer)
+      sha_len = FFI::MemoryPointer.new(:size_t)
+      code = Native.slidelimit_policy_script(native_policy, mode, s.out, s.out2, sha_ptr, sha_len)
+      raise Slidelimit.error_for(code, "slidelimit_policy_script failed") unless code == Native::RESULT_OK
 
-      s.out.read_pointer.get_bytes(0, s.out2.read(:size_t)).force_encoding(Encoding::UTF_8)
+      text = s.out.read_pointer.get_bytes(0, s.out2.read(:size_t)).force_encoding(Encoding::UTF_8)
+      sha = sha_ptr.read_pointer.get_bytes(0, sha_len.read(:size_t)).force_encoding(Encoding::UTF_8)
+      [sha.freeze, text.freeze].freeze
     end
 
     # What the client raises when Redis cannot be reached or answer in time
@@ -192,6 +243,48 @@ module Slidelimit
       @own_engine = engine.nil?
       @memory = (engine || MemoryEngine.new).handle
       @clock = clock
+    end
+
+    # The Redis key of limit index of the policy for tenant (core's).
+    def limit_key(index, tenant)
+      bytes = Core.utf8("tenant", tenant)
+      s = Core.scratch
+      @policy_handle.use do |p|
+        code = Native.slidelimit_policy_limit_key(p, index, bytes, bytes.bytesize, s.buf, Native::CALL_BUF_MAX, s.used,
+                                                  nil, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+        Core.raise_failure(code, s) unless code == Native::RESULT_OK
+      end
+      s.buf.get_bytes(0, s.used.read(:size_t)).force_encoding(Encoding::UTF_8)
+    end
+
+    # A server-time acquire through the deny cache (core's): its local
+    # denial, or Redis's decision, which the cache is then told. tenant is
+    # the call's (valid) tenant bytes; call was built by core, so tenant and
+    # cost were validated first. The monotonic time is read before the call
+    # is sent, so a cached retry never outlasts Redis's.
+    def acquire_through_cache(tenant, cost, call)
+      mono = Process.clock_gettime(Process::CLOCK_MONOTONIC, :millisecond)
+      s = Core.scratch
+      hit = @deny_cache.use do |c|
+        code = Native.slidelimit_deny_cache_check(c, tenant, tenant.bytesize, cost, mono, s.hit, s.decision)
+        raise Slidelimit.error_for(code, "slidelimit_deny_cache_check failed") unless code == Native::RESULT_OK
+
+        s.hit.read(:bool)
+      end
+      if hit
+        decision = Decision.from_native(s.decision)
+        @metrics.observe_local_denial(@policy.resource, tenant, decision) if @metrics.respond_to?(:observe_local_denial)
+        return decision
+      end
+
+      d = run_call(Native::MODE_ACQUIRE, call)
+      @deny_cache.use do |c|
+        code = Native.slidelimit_deny_cache_record(c, tenant, tenant.bytesize, cost, d.allowed?, d.remaining,
+                                                   d.retry_after_ms, d.reset_after_ms, d.now_ms, d.denied_by || -1,
+                                                   mono)
+        raise Slidelimit.error_for(code, "slidelimit_deny_cache_record failed") unless code == Native::RESULT_OK
+      end
+      d
     end
 
     # Ruby's own type checks in core's order (tenant, cost, now_ms), so the
@@ -267,10 +360,13 @@ module Slidelimit
           cache.clear if cache.size >= CALL_CACHE_MAX
           cache[bytes] = call
         end
-        run_call(mode, call)
       else
-        run_call(mode, build_call(bytes, cost, now, mode))
+        call = build_call(bytes, cost, now, mode)
       end
+      # Only acquires on server time go through the deny cache.
+      return acquire_through_cache(bytes, cost, call) if @deny_cache && now.nil? && mode == Native::MODE_ACQUIRE
+
+      run_call(mode, call)
     end
 
     # Runs a call core built ([keys, argv]); core parses the reply.

@@ -7,6 +7,8 @@ module Slidelimit
   #   ratelimit_allowed_total  counter    resource (, tenant)  acquires admitted
   #   ratelimit_denied_total   counter    resource (, tenant)  acquires denied
   #   ratelimit_wait_seconds   histogram  resource             retry_after of denials
+  #   ratelimit_local_denied_total  counter  resource (, tenant)  denials the local deny
+  #                                                          cache answered (also in denied_total)
   #
   # Registered in a Prometheus::Client registry of Debian's
   # ruby-prometheus-client-mmap (the prometheus-client-mmap gem), opt-in:
@@ -18,7 +20,7 @@ module Slidelimit
   # (Prometheus::Client::Rack::Exporter) or Slidelimit::Metrics#text.
   # Peeks are not counted.
   class Metrics
-    attr_reader :allowed, :denied, :wait, :registry
+    attr_reader :allowed, :denied, :wait, :local_denied, :registry
 
     # registry: a Prometheus::Client::Registry (default: a new one).
     # tenant_label: add the tenant label to the counters; leave it off when
@@ -34,7 +36,10 @@ module Slidelimit
       @wait = @registry.histogram(Metrics.name_of(Native::METRIC_WAIT_SECONDS).to_sym,
                                   Metrics.help_of(Native::METRIC_WAIT_SECONDS), {},
                                   Metrics.buckets_of(Native::METRIC_WAIT_SECONDS))
+      @local_denied = @registry.counter(Metrics.name_of(Native::METRIC_LOCAL_DENIED_TOTAL).to_sym,
+                                        Metrics.help_of(Native::METRIC_LOCAL_DENIED_TOTAL))
       @counter_labels = Metrics.labels_of(Native::METRIC_ALLOWED_TOTAL, @tenant_label).map(&:to_sym)
+      @local_labels = Metrics.labels_of(Native::METRIC_LOCAL_DENIED_TOTAL, @tenant_label).map(&:to_sym)
       @wait_labels = Metrics.labels_of(Native::METRIC_WAIT_SECONDS, false).map(&:to_sym)
     end
 
@@ -55,18 +60,25 @@ module Slidelimit
       end
     end
 
+    # Records a denial the limiter's deny cache answered without a Redis
+    # call (Limiters call it besides #observe, which counts it as a denial).
+    def observe_local_denial(resource, tenant, _decision)
+      values = { resource: resource, tenant: tenant }
+      @local_denied.increment(@local_labels.to_h { |label| [label, values.fetch(label)] })
+    end
+
     CONTENT_TYPE = "text/plain; version=0.0.4"
 
-    # The three metrics of this process in Prometheus's text format (0.0.4),
+    # The four metrics of this process in Prometheus's text format (0.0.4),
     # with core's help texts. (prometheus-client-mmap's own exporters read
     # its mmap files across processes, but write "Multiprocess metric" as
     # every help text, and its single-process Text.marshal cannot write a
     # histogram.)
     def text
       out = +""
-      [@allowed, @denied].each do |counter|
+      [[@allowed, @counter_labels], [@denied, @counter_labels], [@local_denied, @local_labels]].each do |counter, names|
         header(out, counter, "counter")
-        samples(counter, @counter_labels).each do |labels, value|
+        samples(counter, names).each do |labels, value|
           out << sample(counter.name, labels, value.get)
         end
       end

@@ -38,12 +38,14 @@ module Slidelimit
     ffi_lib library_path
 
     # Constants of the header.
+    # (test_multi_limit.rb checks them against ffi-c/include/slidelimit.h.)
     KEY_MAX = 2048
-    CALL_BUF_MAX = 2304
-    CALL_PARTS_MAX = 8
+    MAX_LIMITS = 8
+    CALL_BUF_MAX = 17_088
+    CALL_PARTS_MAX = (5 * MAX_LIMITS) + 2
     SERVER_ERROR_MESSAGE_EXTRA = 256
     MSG_CAP = 512
-    DECISION_WORDS = 5
+    DECISION_WORDS = 6
 
     # ruby-ffi reads arrays by fixed width; size_t is one of these.
     GET_SIZE_T_ARRAY = FFI.type_size(:size_t) == 8 ? :get_array_of_uint64 : :get_array_of_uint32
@@ -60,7 +62,8 @@ module Slidelimit
              :remaining, :uint64,
              :retry_after_ms, :uint64,
              :reset_after_ms, :uint64,
-             :now_ms, :uint64
+             :now_ms, :uint64,
+             :denied_by, :int32
     end
 
     # struct slidelimit_field: the field core blamed for a failure, as static
@@ -86,6 +89,16 @@ module Slidelimit
     attach_function :slidelimit_policy_new,
                     %i[buffer_in size_t buffer_in size_t uint32 uint64 uint64 pointer pointer msg msg_cap msg_len
                        field], :result
+    # Parallel arrays of `count` limits; buckets_given[i] false is "not given".
+    attach_function :slidelimit_policy_new_limits,
+                    %i[buffer_in size_t buffer_in size_t pointer pointer pointer pointer pointer size_t pointer msg
+                       msg_cap msg_len field], :result
+    attach_function :slidelimit_policy_limit_count, %i[pointer pointer], :result
+    attach_function :slidelimit_policy_limit, %i[pointer size_t pointer pointer pointer pointer], :result
+    attach_function :slidelimit_policy_limit_key,
+                    %i[pointer size_t buffer_in size_t pointer size_t pointer pointer msg msg_cap msg_len field],
+                    :result
+    attach_function :slidelimit_policy_script, %i[pointer uint32 pointer pointer pointer pointer], :result
     attach_function :slidelimit_policy_buckets, %i[pointer pointer], :result
     attach_function :slidelimit_policy_free, [:pointer], :void
     attach_function :slidelimit_policy_key,
@@ -117,10 +130,22 @@ module Slidelimit
                     %i[pointer pointer buffer_in size_t pointer msg msg_cap msg_len field], :result
     attach_function :slidelimit_memory_key_count, %i[pointer pointer], :result
 
+    # The local deny cache (ffi-c/src/deny_cache.rs); internally locked.
+    attach_function :slidelimit_deny_cache_new, %i[size_t pointer msg msg_cap msg_len field], :result
+    attach_function :slidelimit_deny_cache_free, [:pointer], :void
+    attach_function :slidelimit_deny_cache_check,
+                    %i[pointer buffer_in size_t uint64 uint64 pointer pointer], :result
+    attach_function :slidelimit_deny_cache_record,
+                    %i[pointer buffer_in size_t uint64 bool uint64 uint64 uint64 uint64 int32 uint64], :result
+    attach_function :slidelimit_deny_cache_forget, %i[pointer buffer_in size_t], :result
+    attach_function :slidelimit_deny_cache_clear, [:pointer], :result
+    attach_function :slidelimit_deny_cache_len, %i[pointer pointer], :result
+
     # Core's metric names, help texts, labels and buckets (ffi-c/src/metrics.rs).
     METRIC_ALLOWED_TOTAL = 1
     METRIC_DENIED_TOTAL = 2
     METRIC_WAIT_SECONDS = 3
+    METRIC_LOCAL_DENIED_TOTAL = 4
     attach_function :slidelimit_metric_name, %i[uint32 pointer pointer], :result
     attach_function :slidelimit_metric_help, %i[uint32 pointer pointer], :result
     attach_function :slidelimit_metric_label_count, %i[uint32 bool pointer], :result

@@ -1,0 +1,241 @@
+//! The local deny cache: after Redis denies an acquire of cost c with retry
+//! R, an acquire of the same limiter and tenant of cost >= c within R is
+//! denied in-process, without a Redis call (docs/protocol.md, "Local deny
+//! cache"). Pure: the binding passes its monotonic clock in milliseconds.
+//!
+//! Why it is safe: a denial records nothing, and with no reset a limit's
+//! count only falls as time passes, so a request of cost >= c cannot pass
+//! before the retry Redis gave for c (other traffic only makes it later).
+//! What it cannot see is another process's `reset`: a tenant reset elsewhere
+//! stays denied here until the cached retry runs out.
+
+use crate::decision::Decision;
+use crate::error::{Error, Result};
+use std::collections::{BTreeMap, HashMap};
+
+/// Entries a binding's cache holds when the caller names no capacity.
+pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 10_000;
+/// The most entries a cache may be given.
+pub const MAX_DENY_CACHE_CAPACITY: usize = 1 << 24;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    cost: u64,
+    /// The Redis decision, and the monotonic time it arrived at.
+    decision: Decision,
+    at_ms: u64,
+    /// Its position in the recency order.
+    tick: u64,
+}
+
+/// A bounded (least recently used first out) map from tenant to its last
+/// Redis denial. Not synchronized: a binding holds it behind its own lock.
+#[derive(Debug, Clone)]
+pub struct DenyCache {
+    capacity: usize,
+    entries: HashMap<String, Entry>,
+    order: BTreeMap<u64, String>,
+    next_tick: u64,
+}
+
+impl DenyCache {
+    /// A cache of at most `capacity` tenants (1 ..= [`MAX_DENY_CACHE_CAPACITY`]).
+    pub fn new(capacity: usize) -> Result<DenyCache> {
+        if capacity < 1 {
+            return Err(Error::invalid(
+                "deny_cache_capacity",
+                "must be at least 1 (switch the cache off instead)",
+            ));
+        }
+        if capacity > MAX_DENY_CACHE_CAPACITY {
+            return Err(Error::invalid(
+                "deny_cache_capacity",
+                format!("{capacity} exceeds {MAX_DENY_CACHE_CAPACITY}"),
+            ));
+        }
+        Ok(DenyCache {
+            capacity,
+            entries: HashMap::new(),
+            order: BTreeMap::new(),
+            next_tick: 0,
+        })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Tenants held now (expired entries count until they are next looked up
+    /// or pushed out).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The local denial for an acquire of `cost` by `tenant` at monotonic
+    /// time `now_ms`, or `None` when Redis must be asked: no entry, a cost
+    /// below the cached one, or the cached retry has run out. A local denial
+    /// is the cached one with every duration reduced by the time elapsed
+    /// (`retry_after_ms` stays at least 1) and `now_ms` moved on by it.
+    pub fn check(&mut self, tenant: &str, cost: u64, now_ms: u64) -> Option<Decision> {
+        let entry = self.entries.get(tenant)?;
+        let elapsed = now_ms.saturating_sub(entry.at_ms);
+        if elapsed >= entry.decision.retry_after_ms {
+            self.forget(tenant);
+            return None;
+        }
+        if cost < entry.cost {
+            return None;
+        }
+        let cached = entry.decision;
+        let old_tick = entry.tick;
+        let tick = self.bump();
+        if let Some(entry) = self.entries.get_mut(tenant) {
+            entry.tick = tick;
+        }
+        if let Some(name) = self.order.remove(&old_tick) {
+            self.order.insert(tick, name);
+        }
+        Some(Decision {
+            allowed: false,
+            remaining: cached.remaining,
+            retry_after_ms: cached.retry_after_ms - elapsed,
+            reset_after_ms: cached.reset_after_ms.saturating_sub(elapsed),
+            now_ms: cached.now_ms.saturating_add(elapsed),
+            denied_by: cached.denied_by,
+        })
+    }
+
+    /// Notes what Redis answered an acquire of `cost` by `tenant` at
+    /// monotonic time `now_ms`: a denial is cached (replacing the tenant's
+    /// entry); an admission drops the entry, since the tenant's state moved.
+    pub fn record(&mut self, tenant: &str, cost: u64, decision: &Decision, now_ms: u64) {
+        self.forget(tenant);
+        if decision.allowed || decision.retry_after_ms == 0 {
+            return;
+        }
+        while self.entries.len() >= self.capacity {
+            let Some((_, oldest)) = self.order.pop_first() else {
+                break;
+            };
+            self.entries.remove(&oldest);
+        }
+        let tick = self.bump();
+        self.order.insert(tick, tenant.to_owned());
+        self.entries.insert(
+            tenant.to_owned(),
+            Entry {
+                cost,
+                decision: *decision,
+                at_ms: now_ms,
+                tick,
+            },
+        );
+    }
+
+    /// Drops `tenant`'s entry (this process's `reset` of the tenant).
+    pub fn forget(&mut self, tenant: &str) {
+        if let Some(entry) = self.entries.remove(tenant) {
+            self.order.remove(&entry.tick);
+        }
+    }
+
+    /// Drops every entry.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.order.clear();
+    }
+
+    fn bump(&mut self) -> u64 {
+        self.next_tick += 1;
+        self.next_tick
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn denial(retry: u64, reset: u64, now: u64) -> Decision {
+        Decision {
+            allowed: false,
+            remaining: 0,
+            retry_after_ms: retry,
+            reset_after_ms: reset,
+            now_ms: now,
+            denied_by: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_denial_answers_costs_at_least_its_own_until_the_retry() {
+        let mut c = DenyCache::new(4).unwrap();
+        c.record("t", 2, &denial(500, 900, 10_000), 1_000);
+        assert_eq!(c.check("t", 1, 1_000), None, "a lower cost asks Redis");
+        assert_eq!(c.check("other", 5, 1_000), None);
+        let d = c.check("t", 3, 1_200).unwrap();
+        assert_eq!(
+            (
+                d.allowed,
+                d.retry_after_ms,
+                d.reset_after_ms,
+                d.now_ms,
+                d.denied_by
+            ),
+            (false, 300, 700, 10_200, Some(1))
+        );
+        assert_eq!(c.check("t", 2, 1_499).unwrap().retry_after_ms, 1);
+        assert_eq!(c.check("t", 2, 1_500), None, "the retry has run out");
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn an_admission_or_a_reset_drops_the_entry() {
+        let mut c = DenyCache::new(4).unwrap();
+        c.record("t", 1, &denial(500, 500, 0), 0);
+        let mut allowed = denial(0, 500, 0);
+        allowed.allowed = true;
+        c.record("t", 1, &allowed, 10);
+        assert_eq!(c.check("t", 1, 10), None);
+        c.record("t", 1, &denial(500, 500, 0), 0);
+        c.forget("t");
+        assert_eq!(c.check("t", 1, 10), None);
+        c.record("t", 1, &denial(500, 500, 0), 0);
+        c.clear();
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn the_least_recently_used_goes_first() {
+        let mut c = DenyCache::new(2).unwrap();
+        c.record("a", 1, &denial(1000, 1000, 0), 0);
+        c.record("b", 1, &denial(1000, 1000, 0), 0);
+        assert!(c.check("a", 1, 1).is_some());
+        c.record("c", 1, &denial(1000, 1000, 0), 2);
+        assert_eq!(c.len(), 2);
+        assert!(
+            c.check("b", 1, 3).is_none(),
+            "b was the least recently used"
+        );
+        assert!(c.check("a", 1, 3).is_some());
+        assert!(c.check("c", 1, 3).is_some());
+    }
+
+    #[test]
+    fn capacity_is_checked() {
+        assert_eq!(
+            DenyCache::new(0).unwrap_err().field(),
+            Some("deny_cache_capacity")
+        );
+        assert!(DenyCache::new(MAX_DENY_CACHE_CAPACITY + 1).is_err());
+        assert_eq!(
+            DenyCache::new(DEFAULT_DENY_CACHE_CAPACITY)
+                .unwrap()
+                .capacity(),
+            DEFAULT_DENY_CACHE_CAPACITY
+        );
+    }
+}

@@ -1,0 +1,104 @@
+-- slidelimit multi-limit policy: up to 8 limits of one tenant checked in one
+-- call, recorded in all of them or in none. The contract is docs/protocol.md
+-- ("Several limits"). It never runs alone: core (core/src/script.rs) sends
+-- the mode line, then each algorithm's script (lua/prelude.lua without its
+-- first line, then lua/<algorithm>.lua) wrapped as a local function of
+-- (KEYS, ARGV, read_only) named after the algorithm, then this file: the
+-- algorithms exist once, in their own files.
+-- KEYS     one key per limit, in the policy's order (one hash tag: one slot).
+-- ARGV     cost, now_ms ('' = read Redis TIME), then per limit: algorithm
+--          (sliding_log, sliding_counter or bucketed_window), limit,
+--          window_ms, buckets ('' unless bucketed_window).
+-- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms,
+--          denied_by}: allowed iff every limit allows the cost; remaining
+--          the smallest, reset_after the largest; a denial's retry the
+--          largest among the limits that deny (exact: nothing is recorded,
+--          so no count grows meanwhile) and denied_by the 1-based position
+--          of the limit that gave it (the first of equals), 0 when allowed.
+
+-- The most limits a policy holds (slidelimit_core::MAX_LIMITS).
+local max_limits = 8
+local checks = {
+  sliding_log = sliding_log,
+  sliding_counter = sliding_counter,
+  bucketed_window = bucketed_window,
+}
+local n = #KEYS
+if n < 1 or n > max_limits or #ARGV ~= 2 + 4 * n then
+  return redis.error_reply('ERR slidelimit: expected 1 to 8 keys and 2 + 4 per key arguments')
+end
+local function invalid_argument(field, problem)
+  return redis.error_reply('ERR slidelimit invalid_argument ' .. field .. ': ' .. problem)
+end
+local cost, now = ARGV[1], ARGV[2]
+if not string.find(cost, '^%d+$') then
+  return invalid_argument('cost', 'must be a decimal integer (digits only)')
+end
+if not string.find(now, '^%d*$') then
+  return invalid_argument('now_ms', 'must be empty or a decimal integer (digits only)')
+end
+local seen = {}
+for i = 1, n do
+  -- Two limits on one key would count twice in it.
+  if seen[KEYS[i]] then
+    return redis.error_reply('ERR slidelimit: two limits name one key')
+  end
+  seen[KEYS[i]] = true
+  local algorithm = ARGV[4 * i - 1]
+  if not checks[algorithm] then
+    return invalid_argument('algorithm', 'must be sliding_log, sliding_counter or bucketed_window')
+  end
+  if algorithm ~= 'bucketed_window' and ARGV[4 * i + 2] ~= '' then
+    return invalid_argument('buckets', 'only the bucketed_window algorithm has buckets')
+  end
+end
+-- One clock for every limit: the server's, read once.
+if now == '' then
+  if redis.replicate_commands then
+    redis.replicate_commands()
+  end
+  local t = redis.call('TIME')
+  now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
+end
+
+local function run(i, writing)
+  local algorithm = ARGV[4 * i - 1]
+  local args = {ARGV[4 * i], ARGV[4 * i + 1], cost, now}
+  if algorithm == 'bucketed_window' then
+    args[5] = ARGV[4 * i + 2]
+  end
+  return checks[algorithm]({KEYS[i]}, args, not writing)
+end
+
+-- First every limit reads and decides, writing nothing; then, only if all
+-- allow and this is an acquire, each records (deciding again, on the same
+-- state, the same way).
+local allowed, remaining, retry, reset, at, denied_by = 1, nil, 0, 0, 0, 0
+for i = 1, n do
+  local r = run(i, false)
+  if r.err then
+    return r
+  end
+  if r[1] == 0 then
+    allowed = 0
+    if r[3] > retry then
+      retry, denied_by = r[3], i
+    end
+  end
+  if remaining == nil or r[2] < remaining then
+    remaining = r[2]
+  end
+  if r[4] > reset then
+    reset = r[4]
+  end
+  at = r[5]
+end
+if allowed == 1 and not read_only then
+  for i = 1, n do
+    local r = run(i, true)
+    if r.err then
+      return r
+    end
+  end
+end
+return {allowed, remaining, retry, reset, at, denied_by}

@@ -1,0 +1,220 @@
+'use strict';
+// The local deny cache (core's DenyCache behind the Limiter): which acquires
+// it answers without a Redis call, counted on the server with MONITOR.
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const prom = require('prom-client');
+const slidelimit = require('..');
+const { unique, connect, sleep } = require('./helpers');
+
+const { Limiter, Metrics, InvalidArgumentError } = slidelimit;
+
+let redis;
+let monitorClient;
+let monitor;
+// Every command the server ran, as [name, ...args], in the server's order.
+const seen = [];
+
+test.before(async () => {
+  redis = connect();
+  monitorClient = connect();
+  monitor = await monitorClient.monitor();
+  monitor.on('monitor', (_time, args) => seen.push(args));
+});
+test.after(() => {
+  redis.disconnect();
+  monitor.disconnect();
+  monitorClient.disconnect();
+});
+
+// The script calls the server ran on `resource`'s keys so far: each starts
+// with one EVALSHA (an EVAL follows only a NOSCRIPT, which another test file
+// may cause with SCRIPT FLUSH). A marker sent after them, seen by MONITOR, proves that every earlier
+// command has been seen too (MONITOR streams in the server's order).
+async function scriptCalls(resource) {
+  const marker = unique('marker');
+  await redis.echo(marker);
+  const started = Date.now();
+  while (!seen.some((a) => a[0].toLowerCase() === 'echo' && a[1] === marker)) {
+    if (Date.now() - started > 5000) throw new Error('MONITOR did not show the marker');
+    await sleep(2);
+  }
+  return seen.filter(
+    (a) => a[0].toLowerCase() === 'evalsha' && a.some((x) => x.includes(`{${resource}:`)),
+  ).length;
+}
+
+function policy(overrides = {}) {
+  return { resource: unique('deny'), limit: 3, windowMs: 60_000, ...overrides };
+}
+
+test('the counting helper sees every script call', async () => {
+  const p = policy();
+  const l = new Limiter(redis, p, { denyCache: false });
+  assert.equal(await scriptCalls(p.resource), 0);
+  await l.acquire('t');
+  await l.peek('t');
+  assert.equal(await scriptCalls(p.resource), 2);
+});
+
+test('a denial answers the same or a higher cost locally until the retry; a lower cost asks Redis', async () => {
+  const p = policy();
+  const l = new Limiter(redis, p); // on by default
+  await l.acquire('t');
+  await l.acquire('t'); // 2 of 3 taken
+  const denied = await l.acquire('t', { cost: 2 });
+  assert.equal(denied.allowed, false);
+  assert.equal(await scriptCalls(p.resource), 3);
+
+  await sleep(20);
+  const local = await l.acquire('t', { cost: 2 });
+  const higher = await l.acquire('t', { cost: 3 });
+  assert.equal(await scriptCalls(p.resource), 3, 'no Redis call for cost >= the denied one');
+  for (const d of [local, higher]) {
+    assert.equal(d.allowed, false);
+    assert.equal(d.remaining, denied.remaining);
+    assert.equal(d.deniedBy, null);
+    // Core's local denial: the cached one, moved on by the time elapsed.
+    assert.ok(d.retryAfterMs > 0 && d.retryAfterMs <= denied.retryAfterMs - 15, `${d.retryAfterMs} vs ${denied.retryAfterMs}`);
+    assert.ok(d.nowMs >= denied.nowMs + 15, `${d.nowMs} vs ${denied.nowMs}`);
+    assert.equal(d.nowMs - denied.nowMs, denied.retryAfterMs - d.retryAfterMs);
+  }
+
+  // Cost 1 may pass (1 of 3 is left): Redis is asked, and admits it.
+  const lower = await l.acquire('t', { cost: 1 });
+  assert.equal(lower.allowed, true);
+  assert.equal(await scriptCalls(p.resource), 4);
+  // The admission dropped the cached denial: the next cost 2 asks Redis again.
+  assert.equal((await l.acquire('t', { cost: 2 })).allowed, false);
+  assert.equal(await scriptCalls(p.resource), 5);
+  await l.reset('t');
+});
+
+test('the cached denial runs out with its retry', async () => {
+  const p = policy({ limit: 1, windowMs: 150 });
+  const l = new Limiter(redis, p);
+  assert.equal((await l.acquire('t')).allowed, true);
+  const denied = await l.acquire('t');
+  assert.equal(denied.allowed, false);
+  await sleep(denied.retryAfterMs + 5);
+  assert.equal((await l.acquire('t')).allowed, true, 'after the retry Redis is asked, and admits');
+  assert.equal(await scriptCalls(p.resource), 3);
+});
+
+test('reset clears the tenant\'s cached denial, and only its', async () => {
+  const p = policy({ limit: 1 });
+  const l = new Limiter(redis, p);
+  for (const t of ['a', 'b']) {
+    await l.acquire(t);
+    assert.equal((await l.acquire(t)).allowed, false);
+  }
+  assert.equal(await scriptCalls(p.resource), 4);
+  assert.equal(await l.reset('a'), true);
+  assert.equal((await l.acquire('a')).allowed, true, 'reset: Redis is asked');
+  assert.equal((await l.acquire('b')).allowed, false);
+  assert.equal(await scriptCalls(p.resource), 5, 'b is still answered locally');
+  await l.reset('b');
+});
+
+test('switched off, every acquire asks Redis', async () => {
+  const p = policy({ limit: 1 });
+  const l = new Limiter(redis, p, { denyCache: false });
+  await l.acquire('t');
+  for (let i = 0; i < 4; i++) assert.equal((await l.acquire('t')).allowed, false);
+  assert.equal(await scriptCalls(p.resource), 5);
+  await l.reset('t');
+});
+
+test('a capacity of one keeps the latest denial only', async () => {
+  const p = policy({ limit: 1 });
+  const l = new Limiter(redis, p, { denyCache: { capacity: 1 } });
+  for (const t of ['a', 'b']) {
+    await l.acquire(t);
+    await l.acquire(t); // denied, cached; b's entry pushes a's out
+  }
+  assert.equal(await scriptCalls(p.resource), 4);
+  await l.acquire('b');
+  assert.equal(await scriptCalls(p.resource), 4, 'b is cached');
+  await l.acquire('a');
+  assert.equal(await scriptCalls(p.resource), 5, 'a was pushed out');
+  await l.reset('a');
+  await l.reset('b');
+});
+
+test('peeks and caller-time acquires neither use nor fill the cache', async () => {
+  const p = policy({ limit: 1 });
+  const l = new Limiter(redis, p);
+  await l.acquire('t');
+  assert.equal((await l.acquire('t')).allowed, false); // cached
+  assert.equal(await scriptCalls(p.resource), 2);
+  const now = Date.now();
+  assert.equal((await l.peek('t')).allowed, false);
+  assert.equal((await l.acquire('t', { nowMs: now })).allowed, false);
+  assert.equal((await l.peek('t', { nowMs: now })).allowed, false);
+  assert.equal(await scriptCalls(p.resource), 5, 'each asked Redis');
+
+  // A denial at caller time is not cached: the server-time acquire asks Redis.
+  const q = policy({ limit: 1 });
+  const m = new Limiter(redis, q);
+  await m.acquire('t', { nowMs: now });
+  assert.equal((await m.acquire('t', { nowMs: now })).allowed, false);
+  assert.equal((await m.peek('t')).allowed, false);
+  assert.equal((await m.acquire('t')).allowed, false);
+  assert.equal(await scriptCalls(q.resource), 4);
+  await l.reset('t');
+  await m.reset('t');
+});
+
+test('a local denial of several limits keeps deniedBy', async () => {
+  const p = {
+    resource: unique('deny-multi'),
+    limits: [
+      { limit: 5, windowMs: 1000 },
+      { algorithm: 'sliding_counter', limit: 2, windowMs: 60_000 },
+    ],
+  };
+  const l = new Limiter(redis, p);
+  await l.acquire('t', { cost: 2 });
+  const denied = await l.acquire('t');
+  const local = await l.acquire('t');
+  assert.equal(await scriptCalls(p.resource), 2);
+  assert.deepEqual([denied.deniedBy, local.deniedBy], [1, 1]);
+  await l.reset('t');
+});
+
+test('metrics count local denials as denials and in ratelimit_local_denied_total', async () => {
+  const registry = new prom.Registry();
+  const metrics = new Metrics({ registry, tenantLabel: true });
+  const p = policy({ limit: 1 });
+  const l = new Limiter(redis, p, { metrics });
+  await l.acquire('t'); // allowed
+  await l.acquire('t'); // denied by Redis
+  await l.acquire('t'); // denied locally
+  await l.acquire('t'); // denied locally
+  assert.equal(await scriptCalls(p.resource), 2);
+  const text = await registry.metrics();
+  const r = p.resource;
+  assert.match(text, new RegExp(`ratelimit_allowed_total\\{resource="${r}",tenant="t"\\} 1\\n`));
+  assert.match(text, new RegExp(`ratelimit_denied_total\\{resource="${r}",tenant="t"\\} 3\\n`));
+  assert.match(text, new RegExp(`ratelimit_local_denied_total\\{resource="${r}",tenant="t"\\} 2\\n`));
+  assert.match(text, new RegExp(`ratelimit_wait_seconds_count\\{resource="${r}"\\} 3\\n`));
+  assert.match(
+    text,
+    /# HELP ratelimit_local_denied_total Acquires denied in-process by the local deny cache, without a Redis call\./,
+  );
+  await l.reset('t');
+});
+
+test('the option is checked when the limiter is made', () => {
+  const check = (field) => (err) => err instanceof InvalidArgumentError && err.field === field;
+  for (const denyCache of ['yes', 5]) {
+    assert.throws(() => new Limiter(redis, policy(), { denyCache }), check('deny_cache'));
+  }
+  for (const capacity of [0, -1, 1.5, NaN, 2 ** 24 + 1, '10']) {
+    assert.throws(() => new Limiter(redis, policy(), { denyCache: { capacity } }), check('deny_cache_capacity'));
+  }
+  for (const denyCache of [undefined, true, false, null, {}, { capacity: 1 }, { capacity: 2 ** 24 }]) {
+    new Limiter(redis, policy(), { denyCache });
+  }
+});

@@ -1,0 +1,265 @@
+//! Policies of several limits on a real Redis: the multi-limit script, the
+//! engine and the sum of the limits' own decisions must agree; and the local
+//! deny cache, counted in the server's own statistics.
+
+mod common;
+
+use common::{redis_url, unique_namespace, OwnRedis};
+use proptest::prelude::*;
+use slidelimit::{
+    blocking, Algorithm, ErrorCode, Limit, MemoryEngine, Mode, Options, Policy, DEFAULT_BUCKETS,
+};
+
+fn limit_strategy() -> impl Strategy<Value = Limit> {
+    (
+        prop_oneof![
+            Just(Algorithm::SlidingLog),
+            Just(Algorithm::SlidingCounter),
+            Just(Algorithm::BucketedWindow)
+        ],
+        1..=8u64,
+        prop_oneof![Just(1000u64), Just(2000), Just(5000), Just(10_000)],
+        prop_oneof![Just(1u64), Just(10), Just(100), Just(1000)],
+    )
+        .prop_map(|(algorithm, limit, window_ms, buckets)| Limit {
+            algorithm,
+            limit,
+            window_ms,
+            buckets: (algorithm == Algorithm::BucketedWindow).then_some(buckets),
+        })
+}
+
+/// 2 to 4 limits on distinct keys (a duplicate is an error, tested below).
+fn limits_strategy() -> impl Strategy<Value = Vec<Limit>> {
+    proptest::collection::vec(limit_strategy(), 2..=4).prop_map(|mut limits| {
+        let mut seen = Vec::new();
+        limits.retain(|l| {
+            let at = (l.algorithm, l.window_ms, l.buckets);
+            let fresh = !seen.contains(&at);
+            seen.push(at);
+            fresh
+        });
+        limits
+    })
+}
+
+fn steps_strategy() -> impl Strategy<Value = Vec<(u64, u64, bool)>> {
+    // (advance ms, cost pick, peek)
+    proptest::collection::vec(
+        (
+            prop_oneof![3 => Just(0u64), 4 => 1..400u64, 1 => 900..3000u64, 1 => 9000..12_000u64],
+            1..=8u64,
+            proptest::bool::weighted(0.15),
+        ),
+        1..40,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, max_shrink_iters: 100, ..ProptestConfig::default() })]
+
+    /// Redis (lua/multi_limit.lua) = the engine, step by step; and each
+    /// decision is the composition of the limits' own peeks: allowed iff all
+    /// allow, remaining the smallest, reset the largest, retry the largest
+    /// denying one, denied_by its first position; recorded in all or none.
+    #[test]
+    fn several_limits_agree_with_redis_and_compose(limits in limits_strategy(), steps in steps_strategy()) {
+        let namespace = unique_namespace("multi");
+        let policy = Policy::with_limits(&namespace, "api", &limits).unwrap();
+        let singles: Vec<Policy> = limits
+            .iter()
+            .map(|l| Policy::with_limits(&namespace, "api", &[*l]).unwrap())
+            .collect();
+        let redis = blocking::Limiter::connect(&redis_url(), policy.clone(), Options::default()).unwrap();
+        let memory = MemoryEngine::new();
+        let lowest = limits.iter().map(|l| l.limit).min().unwrap();
+        let mut now = 1_700_000_000_000u64;
+        for (i, &(advance, pick, peek)) in steps.iter().enumerate() {
+            now += advance;
+            let cost = 1 + (pick - 1) % lowest;
+            let alone: Vec<_> = singles
+                .iter()
+                .map(|p| memory.check(p, "t", cost, Some(now), now, Mode::Peek).unwrap())
+                .collect();
+            let mode = if peek { Mode::Peek } else { Mode::Acquire };
+            let expected = memory.check(&policy, "t", cost, Some(now), now, mode).unwrap();
+            let got = if peek { redis.peek_at("t", cost, now) } else { redis.acquire_at("t", cost, now) }.unwrap();
+            prop_assert_eq!(&expected, &got, "step {} at {} cost {}", i, now, cost);
+
+            let allowed = alone.iter().all(|d| d.allowed);
+            prop_assert_eq!(got.allowed, allowed);
+            prop_assert_eq!(got.remaining, alone.iter().map(|d| d.remaining).min().unwrap());
+            prop_assert_eq!(got.reset_after_ms, alone.iter().map(|d| d.reset_after_ms).max().unwrap());
+            let retry = alone.iter().filter(|d| !d.allowed).map(|d| d.retry_after_ms).max().unwrap_or(0);
+            prop_assert_eq!(got.retry_after_ms, retry);
+            let by = alone.iter().position(|d| !d.allowed && d.retry_after_ms == retry);
+            // One limit left after dropping duplicates is a plain policy: no denied_by.
+            let several = limits.len() > 1;
+            prop_assert_eq!(got.denied_by, by.filter(|_| !allowed && several).map(|p| p as u32));
+            // The engine's single-limit keys are the multi policy's keys, so a
+            // later peek of each limit alone sees what was recorded in it.
+        }
+        redis.reset("t").unwrap();
+    }
+}
+
+#[test]
+fn a_denial_records_in_no_limit_and_reset_deletes_every_key() {
+    let namespace = unique_namespace("multi-keys");
+    let mut bucketed = Limit::new(Algorithm::BucketedWindow, 4, 10_000);
+    bucketed.buckets = Some(10);
+    let policy = Policy::with_limits(
+        &namespace,
+        "api",
+        &[Limit::new(Algorithm::SlidingLog, 2, 1000), bucketed],
+    )
+    .unwrap();
+    let keys = policy.keys("t").unwrap();
+    let limiter = blocking::Limiter::connect(&redis_url(), policy, Options::default()).unwrap();
+    let mut raw = common::raw_connection();
+    let t0 = 1_700_000_000_000;
+    assert!(limiter.acquire_at("t", 2, t0).unwrap().allowed);
+    // The log allows 2 per second; the bucketed window has room for 1 more.
+    let denied = limiter.acquire_at("t", 2, t0 + 1).unwrap();
+    assert_eq!(
+        (denied.allowed, denied.denied_by, denied.retry_after_ms),
+        (false, Some(0), 999)
+    );
+    let log_len: u64 = redis::cmd("LLEN").arg(&keys[0]).query(&mut raw).unwrap();
+    let held: u64 = redis::cmd("HGET")
+        .arg(&keys[1])
+        .arg("n")
+        .query(&mut raw)
+        .unwrap();
+    assert_eq!((log_len, held), (2, 2), "the denial recorded nothing");
+    limiter.reset("t").unwrap();
+    let left: u64 = redis::cmd("EXISTS").arg(&keys).query(&mut raw).unwrap();
+    assert_eq!(left, 0, "reset deletes every limit's key");
+}
+
+#[test]
+fn validation_names_the_limit() {
+    let log = |limit, window| Limit::new(Algorithm::SlidingLog, limit, window);
+    let field = |limits: &[Limit]| {
+        Policy::with_limits("rl", "api", limits)
+            .unwrap_err()
+            .field()
+            .unwrap()
+    };
+    assert_eq!(field(&[]), "limits");
+    assert_eq!(field(&[log(1, 1000); 9]), "limits");
+    assert_eq!(field(&[log(2, 1000), log(3, 0)]), "limits[1].window_ms");
+    assert_eq!(field(&[log(0, 1000), log(3, 10)]), "limits[0].limit");
+    assert_eq!(field(&[log(2, 1000), log(5, 1000)]), "limits");
+    let mut on_log = log(2, 1000);
+    on_log.buckets = Some(10);
+    assert_eq!(field(&[log(2, 10), on_log]), "limits[1].buckets");
+    assert_eq!(
+        field(&[log(2, 0)]),
+        "window_ms",
+        "one limit keeps plain names"
+    );
+    let p = Policy::with_limits("rl", "api", &[log(2, 1000), log(5, 10_000)]).unwrap();
+    let e = p.build_call("t", 3, None, Mode::Acquire).unwrap_err();
+    assert_eq!(
+        (e.code(), e.field()),
+        (ErrorCode::InvalidArgument, Some("cost"))
+    );
+    assert!(e.message().contains("limits[0]"), "{e}");
+    let bucketed = Limit::new(Algorithm::BucketedWindow, 2, 60_000);
+    let p = Policy::with_limits("rl", "api", &[log(2, 1000), bucketed]).unwrap();
+    assert_eq!(p.limits()[1].buckets, Some(DEFAULT_BUCKETS));
+}
+
+/// EVALSHA calls the server has run so far.
+fn evalsha_calls(raw: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+#[test]
+fn the_deny_cache_answers_without_redis_until_the_retry() {
+    // A server of this test's own: nothing else runs scripts on it.
+    let own = OwnRedis::start();
+    let mut raw = own.connection();
+    let registry = prometheus::Registry::new();
+    let metrics = slidelimit::Metrics::register(&registry, false).unwrap();
+    let options = Options {
+        metrics: Some(metrics),
+        ..Options::default()
+    };
+    // 2 per 60 s: a denial's retry is far longer than this test.
+    let policy = Policy::new("rl", "cache", Algorithm::SlidingLog, 2, 60_000).unwrap();
+    let limiter = blocking::Limiter::connect(&own.url(), policy.clone(), options).unwrap();
+    assert!(limiter.acquire_n("t", 2).unwrap().allowed);
+    let denied = limiter.acquire_n("t", 2).unwrap();
+    assert!(!denied.allowed);
+    let before = evalsha_calls(&mut raw);
+    assert_eq!(before, 2);
+    for cost in [2, 2, 2] {
+        let local = limiter.acquire_n("t", cost).unwrap();
+        assert!(!local.allowed);
+        assert!(local.retry_after_ms <= denied.retry_after_ms && local.retry_after_ms >= 1);
+    }
+    assert_eq!(
+        evalsha_calls(&mut raw),
+        before,
+        "costs >= 2 answered locally"
+    );
+    assert!(!limiter.acquire_n("t", 1).unwrap().allowed);
+    assert_eq!(
+        evalsha_calls(&mut raw),
+        before + 1,
+        "a lower cost asks Redis"
+    );
+    // Caller time and peeks never use the cache.
+    limiter.acquire_at("t", 2, 1).unwrap();
+    limiter.peek("t", 2).unwrap();
+    assert_eq!(evalsha_calls(&mut raw), before + 3);
+    // This limiter's reset clears its entry: the next acquire asks Redis.
+    limiter.reset("t").unwrap();
+    assert!(limiter.acquire_n("t", 2).unwrap().allowed);
+    assert_eq!(evalsha_calls(&mut raw), before + 4);
+
+    let text = prometheus::TextEncoder::new()
+        .encode_to_string(&registry.gather())
+        .unwrap();
+    let value = |name: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.rsplit(' ').next())
+            .map_or(0, |n| n.parse().unwrap())
+    };
+    assert_eq!(value("ratelimit_local_denied_total"), 3);
+    assert_eq!(
+        value("ratelimit_denied_total"),
+        6,
+        "1 + 3 local + 1 at cost 1 + 1 at caller time"
+    );
+
+    // Switched off, every acquire asks Redis.
+    let off = Options {
+        deny_cache: None,
+        ..Options::default()
+    };
+    let uncached = blocking::Limiter::connect(&own.url(), policy, off).unwrap();
+    let calls = evalsha_calls(&mut raw);
+    for _ in 0..3 {
+        assert!(!uncached.acquire_n("t", 2).unwrap().allowed);
+    }
+    assert_eq!(evalsha_calls(&mut raw), calls + 3);
+    let e = blocking::Limiter::connect(
+        &own.url(),
+        Policy::new("rl", "cache", Algorithm::SlidingLog, 2, 60_000).unwrap(),
+        Options {
+            deny_cache: Some(0),
+            ..Options::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert_eq!(e.field(), Some("deny_cache_capacity"));
+}
