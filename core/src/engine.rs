@@ -350,7 +350,9 @@ fn run_multi(state: &mut State, call: &ScriptCall, clock_ms: u64, write: bool) -
         "" => clock_ms.to_string(),
         given => given.to_owned(),
     };
-    let limit_call = |i: usize, mode: Mode| -> Result<(Algorithm, ScriptCall)> {
+    // Each limit's arguments, read once by its script's own checks (the
+    // mode of the call only decides whether the second pass writes).
+    let limit_call = |i: usize| -> Result<(Algorithm, ScriptCall)> {
         let a = &call.args[2 + 4 * i..6 + 4 * i];
         let algorithm = Algorithm::parse(&a[0])?;
         let mut args = vec![
@@ -363,7 +365,7 @@ fn run_multi(state: &mut State, call: &ScriptCall, clock_ms: u64, write: bool) -
             args.push(a[3].clone());
         }
         let single = ScriptCall {
-            script: Script::new(algorithm, mode),
+            script: Script::new(algorithm, Mode::Peek),
             keys: vec![call.keys[i].clone()],
             args,
         };
@@ -377,8 +379,9 @@ fn run_multi(state: &mut State, call: &ScriptCall, clock_ms: u64, write: bool) -
         now_ms: 0,
         denied_by: None,
     };
+    let mut checked = Vec::with_capacity(call.keys.len());
     for i in 0..call.keys.len() {
-        let (algorithm, single) = limit_call(i, Mode::Peek)?;
+        let (algorithm, single) = limit_call(i)?;
         let args = parse_args(&single, clock_ms)?;
         let d = run_one(state, algorithm, &single.keys[0], &args, false)?;
         if !d.allowed {
@@ -391,12 +394,11 @@ fn run_multi(state: &mut State, call: &ScriptCall, clock_ms: u64, write: bool) -
         decision.remaining = decision.remaining.min(d.remaining);
         decision.reset_after_ms = decision.reset_after_ms.max(d.reset_after_ms);
         decision.now_ms = d.now_ms;
+        checked.push((algorithm, single.keys, args));
     }
     if decision.allowed && write {
-        for i in 0..call.keys.len() {
-            let (algorithm, single) = limit_call(i, Mode::Acquire)?;
-            let args = parse_args(&single, clock_ms)?;
-            run_one(state, algorithm, &single.keys[0], &args, true)?;
+        for (algorithm, keys, args) in &checked {
+            run_one(state, *algorithm, &keys[0], args, true)?;
         }
     }
     Ok(decision)

@@ -97,9 +97,14 @@ impl Error {
         }
     }
 
-    /// This error about a field of a limit, renamed for the limit at
-    /// `index` of a policy of several (`limit` becomes `limits[1].limit`).
-    pub(crate) fn at_limit(self, index: usize) -> Error {
+    /// This error about a field of one limit, named as core names it for
+    /// the limit at `index` of a policy of `limits` limits: unchanged for
+    /// one limit, `limit` becomes `limits[1].limit` for several. Bindings
+    /// that check a limit's values before core does use it too.
+    pub fn for_limit(self, index: usize, limits: usize) -> Error {
+        if limits < 2 {
+            return self;
+        }
         let Some(field) = self.field else {
             return self;
         };

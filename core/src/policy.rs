@@ -255,13 +255,9 @@ impl Policy {
                 ),
             ));
         }
-        let several = limits.len() > 1;
         let mut rules = Vec::with_capacity(limits.len());
         for (index, limit) in limits.iter().enumerate() {
-            let rule = check_limit(limit).map_err(|e| match several {
-                true => e.at_limit(index),
-                false => e,
-            })?;
+            let rule = check_limit(limit).map_err(|e| e.for_limit(index, limits.len()))?;
             rules.push(rule);
         }
         for (i, a) in rules.iter().enumerate() {

@@ -51,9 +51,19 @@ struct Compiled {
     sha1: String,
 }
 
-/// The text sent to Redis: the prelude, then the algorithm's file; for peek
-/// the first line (the prelude's) is `local read_only = true`.
-fn compile(source: &str, mode: Mode) -> Compiled {
+impl Compiled {
+    fn new(text: String) -> Compiled {
+        let sha1 = Sha1::digest(text.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        Compiled { text, sha1 }
+    }
+}
+
+/// The prelude without its first line (the mode line), and the mode line
+/// for `mode`.
+fn prelude_and_mode_line(mode: Mode) -> (&'static str, &'static str) {
     let prelude = PRELUDE
         .strip_prefix(WRITABLE_LINE)
         .expect("lua/prelude.lua starts with `local read_only = false`");
@@ -61,12 +71,14 @@ fn compile(source: &str, mode: Mode) -> Compiled {
         Mode::Acquire => WRITABLE_LINE,
         Mode::Peek => READ_ONLY_LINE,
     };
-    let text = [first, prelude, source].concat();
-    let sha1 = Sha1::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Compiled { text, sha1 }
+    (prelude, first)
+}
+
+/// The text sent to Redis: the prelude, then the algorithm's file; for peek
+/// the first line (the prelude's) is `local read_only = true`.
+fn compile(source: &str, mode: Mode) -> Compiled {
+    let (prelude, first) = prelude_and_mode_line(mode);
+    Compiled::new([first, prelude, source].concat())
 }
 
 /// The multi-limit text: the mode line, each algorithm's whole script (the
@@ -75,13 +87,7 @@ fn compile(source: &str, mode: Mode) -> Compiled {
 /// `lua/multi_limit.lua`, which calls them. Built from the same files, so
 /// the algorithms exist once.
 fn compile_multi(mode: Mode) -> Compiled {
-    let prelude = PRELUDE
-        .strip_prefix(WRITABLE_LINE)
-        .expect("lua/prelude.lua starts with `local read_only = false`");
-    let first = match mode {
-        Mode::Acquire => WRITABLE_LINE,
-        Mode::Peek => READ_ONLY_LINE,
-    };
+    let (prelude, first) = prelude_and_mode_line(mode);
     let mut text = String::from(first);
     for (algorithm, source) in [
         (Algorithm::SlidingLog, SLIDING_LOG),
@@ -97,11 +103,7 @@ fn compile_multi(mode: Mode) -> Compiled {
         text.push_str("end\n");
     }
     text.push_str(MULTI_LIMIT);
-    let sha1 = Sha1::digest(text.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Compiled { text, sha1 }
+    Compiled::new(text)
 }
 
 impl Script {

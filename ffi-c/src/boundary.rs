@@ -24,28 +24,6 @@ impl From<Error> for Failure {
     }
 }
 
-impl Failure {
-    /// A failure about a field of limit `index` of a policy of `count`
-    /// limits, named as core names it when there are several
-    /// (`limits[1].algorithm`).
-    pub(crate) fn at_limit(self, index: usize, count: usize) -> Failure {
-        let renamed = match (count > 1, self.field) {
-            (true, Some(field)) => slidelimit_core::limit_field(index, field),
-            _ => None,
-        };
-        let Some(renamed) = renamed else {
-            return self;
-        };
-        let problem = self
-            .field
-            .and_then(|f| self.message.strip_prefix(f))
-            .and_then(|m| m.strip_prefix(": "))
-            .unwrap_or(&self.message)
-            .to_owned();
-        invalid(renamed, problem)
-    }
-}
-
 /// A NULL pointer is the C caller's misuse of a parameter, not a field of the
 /// contract: it names the parameter in the message only.
 pub(crate) fn null(name: &str) -> Failure {

@@ -2,8 +2,7 @@
 //! timeout rule every binding shares.
 
 use crate::boundary::{
-    boundary, input, input_str, invalid, out, reference, tenant_input, too_small, Failure,
-    MessageOut,
+    boundary, input, input_str, invalid, out, reference, tenant_input, too_small, MessageOut,
 };
 use crate::result::{slidelimit_field, slidelimit_result};
 use slidelimit_core::{slot, Algorithm, Limit, Policy};
@@ -31,12 +30,12 @@ pub struct slidelimit_policy {
 /// can produce (64-byte names, a 512-byte tenant escaped to at most 1536).
 pub const SLIDELIMIT_KEY_MAX: usize = 2048;
 
-pub(crate) fn parse_algorithm(value: u32) -> Result<Algorithm, Failure> {
+pub(crate) fn parse_algorithm(value: u32) -> Result<Algorithm, slidelimit_core::Error> {
     match value {
         v if v == slidelimit_algorithm::SlidingLog as u32 => Ok(Algorithm::SlidingLog),
         v if v == slidelimit_algorithm::SlidingCounter as u32 => Ok(Algorithm::SlidingCounter),
         v if v == slidelimit_algorithm::BucketedWindow as u32 => Ok(Algorithm::BucketedWindow),
-        other => Err(invalid(
+        other => Err(slidelimit_core::Error::invalid(
             "algorithm",
             format!(
                 "unknown value {other} (1 = sliding_log, 2 = sliding_counter, 3 = bucketed_window)"
@@ -160,7 +159,7 @@ pub unsafe extern "C" fn slidelimit_policy_new_limits(
         };
         let mut specs = Vec::with_capacity(count);
         for i in 0..count {
-            let algorithm = parse_algorithm(algorithms[i]).map_err(|f| f.at_limit(i, count))?;
+            let algorithm = parse_algorithm(algorithms[i]).map_err(|e| e.for_limit(i, count))?;
             let bucket_count = match (buckets, given) {
                 (Some(b), Some(g)) if g[i] => Some(b[i]),
                 _ => None,

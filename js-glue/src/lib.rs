@@ -197,18 +197,6 @@ pub struct Policy {
     inner: sl::Policy,
 }
 
-/// `e`, an error about `field` of one limit, as core names it for the limit
-/// at `index` of a policy of several (`limits[1].algorithm`).
-fn at_limit(e: sl::Error, renamed: &'static str) -> sl::Error {
-    let problem = e
-        .field()
-        .and_then(|field| e.message().strip_prefix(field))
-        .and_then(|m| m.strip_prefix(": "))
-        .unwrap_or(e.message())
-        .to_owned();
-    sl::Error::invalid(renamed, problem)
-}
-
 impl Policy {
     pub fn new(
         namespace: &str,
@@ -246,11 +234,8 @@ impl Policy {
                     true => sl::limit_field(index, field).unwrap_or(field),
                     false => field,
                 };
-                let algorithm =
-                    sl::Algorithm::parse(&spec.algorithm).map_err(|e| match several {
-                        true => at_limit(e, name("algorithm")),
-                        false => e,
-                    })?;
+                let algorithm = sl::Algorithm::parse(&spec.algorithm)
+                    .map_err(|e| e.for_limit(index, specs.len()))?;
                 limits.push(sl::Limit {
                     algorithm,
                     limit: sl::u64_from_f64(name("limit"), spec.limit)?,

@@ -190,10 +190,10 @@ impl Strings {
 fn limit_arg(
     py: Python<'_>,
     index: usize,
-    several: bool,
+    count: usize,
     item: &Bound<'_, PyAny>,
 ) -> PyResult<core::Result<core::Limit>> {
-    let field = |name: &'static str| match several {
+    let field = |name: &'static str| match count > 1 {
         true => core::limit_field(index, name).unwrap_or(name),
         false => name,
     };
@@ -212,14 +212,8 @@ fn limit_arg(
     let buckets = item.getattr("buckets")?;
     Ok((|| {
         let name = field("algorithm");
-        let algorithm = core::Algorithm::parse(&str_arg(name, &algorithm)?).map_err(|e| {
-            core::Error::invalid(
-                name,
-                e.message()
-                    .strip_prefix("algorithm: ")
-                    .unwrap_or(e.message()),
-            )
-        })?;
+        let algorithm = core::Algorithm::parse(&str_arg(name, &algorithm)?)
+            .map_err(|e| e.for_limit(index, count))?;
         Ok(core::Limit {
             algorithm,
             limit: int_arg(field("limit"), &limit)?,
@@ -274,10 +268,9 @@ impl Policy {
                     return Err(to_py(py, e));
                 };
                 let items: Vec<Bound<'_, PyAny>> = iter.collect::<PyResult<_>>()?;
-                let several = items.len() > 1;
                 let mut converted = Vec::with_capacity(items.len());
                 for (index, item) in items.iter().enumerate() {
-                    converted.push(limit_arg(py, index, several, item)?.py_err(py)?);
+                    converted.push(limit_arg(py, index, items.len(), item)?.py_err(py)?);
                 }
                 (|| {
                     let namespace = str_arg("namespace", namespace)?;
