@@ -151,11 +151,11 @@ func TestBucketedWindowKey(t *testing.T) {
 		if err != nil || key != c.want {
 			t.Fatalf("key %q, %v; want %q", key, err, c.want)
 		}
-		// The check writes that key, as a hash with a TTL.
+		// The check writes that key, as a string with a TTL.
 		if _, err := c.l.Acquire(ctx, "a}b"); err != nil {
 			t.Fatal(err)
 		}
-		if typ := client.Type(ctx, key).Val(); typ != "hash" {
+		if typ := client.Type(ctx, key).Val(); typ != "string" {
 			t.Fatalf("%s is a %q", key, typ)
 		}
 		if ttl := client.PTTL(ctx, key).Val(); ttl < time.Minute-time.Second || ttl >= time.Minute+c.bucket {

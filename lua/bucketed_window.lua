@@ -4,10 +4,15 @@
 -- is the exact text). The prelude checks ARGV[1..4] and defines read_only,
 -- key, max_number, int, limit, window, cost, now (Redis TIME if not given)
 -- and argument_error.
--- KEYS[1]  one hash per tenant, window and bucket count: `t` the newest
---          recorded admission (ms), `n` the sum of the bucket counts held,
---          `o` no bucket field below it, and one field per bucket index b
---          (decimal) holding the permits admitted in that bucket.
+-- KEYS[1]  one string per tenant, window and bucket count: a 44-byte header
+--          of little-endian integers (struct '<I4i8i8i8i8i8'): the tag
+--          0x53420000 + N, then T the newest recorded admission (ms), S the
+--          permits held, C the count of T's bucket B, F the oldest bucket
+--          holding a permit and CF its count; after it a ring of N + 1 slots
+--          (i8), bucket b at slot b mod (N + 1), holding the counts of the
+--          buckets F + 1 .. B - 1 (B's own count stays in C until a permit
+--          falls in a later bucket). A check reads the header alone, unless
+--          the oldest held bucket has expired or a denial needs more than it.
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME), buckets.
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
 --
@@ -19,10 +24,10 @@
 if #ARGV ~= 5 then
   return redis.error_reply('ERR slidelimit: expected one key and five arguments')
 end
--- The most buckets accepted (slidelimit_core::MAX_BUCKETS): a check after an
--- idle gap reads and deletes up to this many fields. Checked where core
--- checks buckets: after the prelude's rules on limit and window_ms, before
--- those on cost and now_ms (argument_error).
+-- The most buckets accepted (slidelimit_core::MAX_BUCKETS): the ring of a
+-- key holds N + 1 slots of 8 bytes. Checked where core checks buckets: after
+-- the prelude's rules on limit and window_ms, before those on cost and
+-- now_ms (argument_error).
 local max_buckets = 3600
 local buckets = ARGV[5]
 if not string.find(buckets, '^%d+$') then
@@ -34,65 +39,54 @@ if buckets < 1 then
 elseif buckets > max_buckets then
   return redis.error_reply('ERR slidelimit invalid_argument buckets: exceeds ' .. int(max_buckets)
     .. ', the most a bucketed window accepts')
-elseif math.fmod(window, buckets) ~= 0 then
+elseif window % buckets ~= 0 then
   return redis.error_reply('ERR slidelimit invalid_argument buckets: must divide window_ms')
 end
 if argument_error then
   return argument_error
 end
-local foreign = 'WRONGTYPE slidelimit: the key holds data slidelimit did not write (a bucketed window field that is missing or not an integer); delete it or use another namespace'
+local foreign = 'WRONGTYPE slidelimit: the key holds data slidelimit did not write (a bucketed window header that is not 44 bytes starting with its tag, or counts that do not add up); delete it or use another namespace'
 
--- No local function here: Redis runs the whole text on every call, and each
--- would be a new closure every time (docs/benchmarks.md). Numbers go to
--- redis.call as they are, not through int(): Redis formats an integral Lua
--- number as its integer digits (`%.17g` up to 7.0, its integer printer from
--- 7.2; checked exact up to 2^53 on every server of docs/compatibility.md),
--- and skipping string.format is most of this script's hot path. Floor division of
--- integers 0 <= n, 0 < d below 2^53 is (n - math.fmod(n, d)) / d: fmod is
--- exact, `/` alone may round up.
+-- No local function on the common path: Redis runs the whole text on every
+-- call, and each would be a new closure every time (docs/benchmarks.md).
+-- Every number handed to redis.call goes through int(): Redis 7.0 and older
+-- format a Lua number argument with '%.17g', about ten times the cost of
+-- string.format('%d') (docs/benchmarks.md). For integers 0 <= a < 2^53 and
+-- d >= 1, `a % d` and `(a - a % d) / d` are exact in doubles.
 local g = window / buckets
--- One read answers the common checks: t, n, o and, for t = now, the oldest
--- live bucket (a denial's retry, usually). A small hash is a listpack, where
--- each field is found by a scan from its head: t, n and o were written first
--- and stay there, the oldest buckets follow, and the newest (where an
--- admission adds) or a field that is not there costs a whole scan. So the
--- read asks for nothing near the tail; an admission reads its bucket's count
--- on its own.
-local own = (now - math.fmod(now, g)) / g
-local oldest_guess = 0
-if now + 1 > window then
-  oldest_guess = (now + 1 - window - math.fmod(now + 1 - window, g)) / g
-end
-local meta = redis.call('HMGET', key, 't', 'n', 'o', oldest_guess)
+local ring = buckets + 1
+local tag = 1396834304 + buckets -- 0x53420000 + N
+local header = redis.call('GETRANGE', key, '0', '43')
 
-if not meta[1] then
+if header == '' then
   -- No admission recorded: an empty key, or one that is not ours.
-  if meta[2] or meta[3] or meta[4] or redis.call('EXISTS', key) == 1 then
+  if redis.call('EXISTS', key) == 1 then
     return redis.error_reply(foreign)
   end
+  local b = (now - now % g) / g
   -- x_b - now, summed so that no intermediate passes 2^53 (exact in doubles).
-  local ttl = (own + 1) * g - now + (window - 1)
+  local ttl = (b + 1) * g - now + (window - 1)
   if not read_only then
-    redis.call('HSET', key, own, cost, 't', now, 'n', cost, 'o', own)
-    redis.call('PEXPIRE', key, ttl)
+    -- The ring is written whole once, so no later write grows the string.
+    redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, now, cost, cost, b, cost)
+      .. string.rep('\0', 8 * ring), 'PX', int(ttl))
   end
   return {1, limit - cost, 0, ttl, now}
 end
 
--- Every value read is checked to be an integer the script could have written.
-for i = 1, 4 do
-  local v = meta[i]
-  if v then
-    v = tonumber(v)
-    if not (v and v >= 0 and v <= max_number and v % 1 == 0) then
-      return redis.error_reply(foreign)
-    end
-    meta[i] = v
-  elseif i <= 3 then
-    return redis.error_reply(foreign)
-  end
+if #header ~= 44 then
+  return redis.error_reply(foreign)
 end
-local newest, held, o = meta[1], meta[2], meta[3]
+local mark, newest, held, current, oldest, oldest_count = struct.unpack('<I4i8i8i8i8i8', header)
+local newest_bucket = (newest - newest % g) / g
+-- Every value read is one the script could have written.
+if not (mark == tag and newest >= 0 and newest <= max_number
+    and current >= 1 and held <= max_number and oldest_count >= 1
+    and oldest <= newest_bucket and oldest + buckets >= newest_bucket
+    and (oldest < newest_bucket and oldest_count + current <= held
+      or oldest == newest_bucket and oldest_count == current and held == current)) then
+  return redis.error_reply(foreign)
+end
 
 -- The time rule (docs/protocol.md, "Time"): evaluated at t = max(now, newest).
 local t = now
@@ -100,71 +94,107 @@ if newest > t then
   t = newest
 end
 -- Buckets below first_live have expired at t (x_b <= t).
-local first_live = oldest_guess
-if t ~= now and t + 1 > window then
-  first_live = (t + 1 - window - math.fmod(t + 1 - window, g)) / g
+local first_live = 0
+if t + 1 > window then
+  first_live = (t + 1 - window - (t + 1 - window) % g) / g
 end
-local newest_bucket = (newest - math.fmod(newest, g)) / g
-local live, expired_fields = held, nil
+local b = (t - t % g) / g
+local live = held
+-- The slots are read only when the oldest held bucket has expired or a
+-- denial needs more than it: then `walk` steps from `oldest` to the next
+-- bucket, reading slots in chunks of 8, 16, 32, ... (each bucket index is
+-- crossed once over the key's life). It returns false where the slots are
+-- not what the header says.
+local walk, at, count
 if newest_bucket < first_live then
-  -- Everything has expired: an acquire starts the key afresh.
+  -- Everything has expired.
   live = 0
-elseif o < first_live then
-  -- Each bucket index is crossed once over the key's life; o is at least
-  -- the first live bucket of the last admission, so this is at most
-  -- buckets + 1 fields (more means o was not written by this script).
-  if first_live - o > buckets + 1 then
-    return redis.error_reply(foreign)
-  end
-  expired_fields = {}
-  local fields = {}
-  for b = o, first_live - 1 do
-    fields[#fields + 1] = b
-  end
-  local counts = redis.call('HMGET', key, unpack(fields))
-  for i = 1, #fields do
-    local c = counts[i]
-    if c then
-      c = tonumber(c)
-      if not (c and c >= 0 and c <= max_number and c % 1 == 0) then
-        return redis.error_reply(foreign)
+else
+  local expiring = oldest < first_live
+  if expiring or held + cost - limit > oldest_count then
+    at, count = oldest, oldest_count
+    local chunk, slots, slots_first = 8, '', 0
+    walk = function()
+      at = at + 1
+      if at >= newest_bucket then
+        count = current
+        return at == newest_bucket
       end
-      live = live - c
-      expired_fields[#expired_fields + 1] = fields[i]
+      local i = at - slots_first
+      if i * 8 >= #slots then
+        local last = math.min(at + chunk - 1, newest_bucket - 1)
+        local from, to = at % ring, last % ring
+        if from <= to then
+          slots = redis.call('GETRANGE', key, int(44 + 8 * from), int(51 + 8 * to))
+        else
+          slots = redis.call('GETRANGE', key, int(44 + 8 * from), int(43 + 8 * ring))
+            .. redis.call('GETRANGE', key, '44', int(51 + 8 * to))
+        end
+        if #slots ~= 8 * (last - at + 1) then
+          return false
+        end
+        slots_first, i, chunk = at, 0, chunk * 2
+      end
+      count = struct.unpack('<i8', slots, 8 * i + 1)
+      return count >= 0 and count <= max_number
     end
   end
-  if live < 0 then
-    return redis.error_reply(foreign)
+  if expiring then
+    -- Drop the expired buckets from the count, then find the oldest live
+    -- one holding a permit (the newest bucket holds at least one).
+    while at < first_live do
+      live = live - count
+      if not walk() then
+        return redis.error_reply(foreign)
+      end
+    end
+    while count == 0 do
+      if not walk() then
+        return redis.error_reply(foreign)
+      end
+    end
+    if live < current then
+      return redis.error_reply(foreign)
+    end
+    oldest, oldest_count = at, count
   end
 end
 
+local ttl = (b + 1) * g - now + (window - 1)
 if live + cost <= limit then
-  local b = (t - math.fmod(t, g)) / g
-  local ttl = (b + 1) * g - now + (window - 1)
-  local fresh = live == 0 and newest_bucket < first_live
-  local count = 0
-  if not fresh then
-    -- Read by peek too: a peek fails where an acquire would.
-    count = tonumber(redis.call('HGET', key, b) or '0')
-    if not (count and count >= 0 and count <= max_number and count % 1 == 0) then
-      return redis.error_reply(foreign)
-    end
-  end
   if not read_only then
-    if fresh then
-      redis.call('DEL', key)
-      redis.call('HSET', key, b, cost, 't', t, 'n', cost, 'o', b)
+    if live == 0 then
+      -- A fresh start: SET replaces the old header and slots.
+      redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, t, cost, cost, b, cost)
+        .. string.rep('\0', 8 * ring), 'PX', int(ttl))
     else
-      if expired_fields and #expired_fields > 0 then
-        redis.call('HDEL', key, unpack(expired_fields))
-      end
-      if o < first_live then
-        redis.call('HSET', key, b, count + cost, 't', t, 'n', live + cost, 'o', first_live)
+      if b > newest_bucket then
+        -- Close the newest bucket into its slot; the slots of the buckets
+        -- skipped until b hold zero (before, buckets dropped long ago).
+        local closed = struct.pack('<i8', current) .. string.rep('\0', 8 * (b - newest_bucket - 1))
+        local from = newest_bucket % ring
+        local room = 8 * (ring - from)
+        if #closed <= room then
+          redis.call('SETRANGE', key, int(44 + 8 * from), closed)
+        else
+          redis.call('SETRANGE', key, int(44 + 8 * from), string.sub(closed, 1, room))
+          redis.call('SETRANGE', key, '44', string.sub(closed, room + 1))
+        end
+        current = cost
       else
-        redis.call('HSET', key, b, count + cost, 't', t, 'n', live + cost)
+        current = current + cost
+      end
+      if oldest == b then
+        oldest_count = current
+      end
+      redis.call('SETRANGE', key, '0',
+        struct.pack('<I4i8i8i8i8i8', tag, t, live + cost, current, oldest, oldest_count))
+      -- Within one bucket the key's expiry is one instant, x_b: the
+      -- bucket's first admission set it (with one clock, to the millisecond).
+      if b > newest_bucket then
+        redis.call('PEXPIRE', key, int(ttl))
       end
     end
-    redis.call('PEXPIRE', key, ttl)
   end
   return {1, limit - live - cost, 0, ttl, now}
 end
@@ -172,48 +202,20 @@ end
 -- Denied: nothing is recorded, nothing is dropped. The retry waits for the
 -- oldest live bucket at which the count from the oldest reaches need.
 local need = live + cost - limit
-local b = first_live
-if o > b then
-  b = o
-end
-local found = nil
-local sum = 0
-if b == oldest_guess then
-  -- The oldest live bucket came with the first read.
-  sum = meta[4] or 0
-  if sum >= need then
-    found = b
-  end
-  b = b + 1
-end
-local chunk = 4
-while not found do
-  if b > newest_bucket then
-    -- The buckets hold fewer permits than n says.
-    return redis.error_reply(foreign)
-  end
-  local last = math.min(b + chunk - 1, newest_bucket)
-  local fields = {}
-  for i = b, last do
-    fields[#fields + 1] = i
-  end
-  local counts = redis.call('HMGET', key, unpack(fields))
-  for i = 1, #fields do
-    local c = counts[i]
-    if c then
-      c = tonumber(c)
-      if not (c and c >= 0 and c <= max_number and c % 1 == 0) then
-        return redis.error_reply(foreign)
-      end
-      sum = sum + c
-      if sum >= need then
-        found = b + i - 1
-        break
-      end
+local found = oldest
+if oldest_count < need then
+  local sum = oldest_count
+  while sum < need do
+    if not walk() then
+      return redis.error_reply(foreign)
     end
+    sum = sum + count
   end
-  b = last + 1
-  chunk = chunk * 2
+  found = at
 end
-return {0, math.max(0, limit - live), (found + 1) * g - now + (window - 1),
+local remaining = limit - live
+if remaining < 0 then
+  remaining = 0
+end
+return {0, remaining, (found + 1) * g - now + (window - 1),
   (newest_bucket + 1) * g - now + (window - 1), now}

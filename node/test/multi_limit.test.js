@@ -68,6 +68,15 @@ test('every limit must allow; records in all or none; deniedBy names the denying
     const onRedis = l instanceof Limiter;
     const [logKey, bucketKey] = [`rl:{${p.resource}:t}:log:1000`, `rl:{${p.resource}:t}:bucketed:60000:60`];
     const at = (nowMs) => l.acquire('t', { nowMs });
+    // The bucketed limit alone is the plain policy on the same key: a peek of
+    // cost 1 that allows leaves remaining = 3 - held - 1.
+    const bucketedAlone = new Limiter(redis, { resource: p.resource, ...p.limits[1] });
+    assert.equal(bucketedAlone.key('t'), bucketKey);
+    const bucketedHeld = async (nowMs) => {
+      const d = await bucketedAlone.peek('t', { nowMs });
+      assert.equal(d.allowed, true);
+      return 3 - 1 - d.remaining;
+    };
     const T = 1_000_000;
     assert.deepEqual(await at(T), { allowed: true, remaining: 1, retryAfterMs: 0, resetAfterMs: 60_999, nowMs: T, deniedBy: null });
     assert.equal((await at(T)).allowed, true);
@@ -79,8 +88,7 @@ test('every limit must allow; records in all or none; deniedBy names the denying
     if (onRedis) {
       // The bucketed window would have taken it, and did not record it.
       assert.deepEqual(await redis.lrange(logKey, 0, -1), [String(T), String(T)]);
-      assert.equal(await redis.hget(bucketKey, '1000'), '2');
-      assert.equal(await redis.hget(bucketKey, 'n'), '2');
+      assert.equal(await bucketedHeld(T + 1), 2);
     }
     // At T + 1000 the log's entries have expired: the third permit of the minute.
     assert.equal((await at(T + 1000)).allowed, true);
@@ -97,7 +105,9 @@ test('every limit must allow; records in all or none; deniedBy names the denying
     });
     if (onRedis) {
       assert.deepEqual(await redis.lrange(logKey, 0, -1), [String(T + 1000)], 'the log did not record the denial');
-      assert.equal(await redis.hget(bucketKey, 'n'), '3');
+      // All 3 held: a peek of the limit alone denies.
+      assert.equal((await bucketedAlone.peek('t', { nowMs: T + 1001 })).allowed, false);
+      assert.equal((await bucketedAlone.peek('t', { nowMs: T + 1001 })).remaining, 0);
     }
     // A cost above the lowest limit could never pass: core's error on cost.
     await assertInvalid(l.acquire('t', { cost: 3, nowMs: T + 2000 }), 'cost');

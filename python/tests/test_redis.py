@@ -121,7 +121,7 @@ def test_bucketed_window_decides_as_the_memory_engine(r: redis.Redis, resource: 
     # Bucket 4 is held to 2249; the lagging caller's wait counts from its own now.
     assert (got[7].reset_after_ms, got[11].retry_after_ms) == (1_000, 2_249 - 1_490)
     key = on_redis.key("t")
-    assert key.endswith(":bucketed:1000:4") and r.type(key) == b"hash"
+    assert key.endswith(":bucketed:1000:4") and r.type(key) == b"string"
     assert r.pttl(key) > 0
     on_redis.reset("t")
     assert not r.exists(key)

@@ -56,6 +56,14 @@ return {0, 0}
 /// other rows (each redis.call and each string.format adds to this).
 const FLOOR_LUA: &str = "return {1, 0, 0, 0, 0}";
 
+/// The floor plus what every slidelimit script runs first: lua/prelude.lua,
+/// the argument checks the contract requires (docs/protocol.md, "The scripts
+/// check their arguments too"), then nothing.
+const PRELUDE_LUA: &str = concat!(
+    include_str!("../../lua/prelude.lua"),
+    "if argument_error then return argument_error end\nreturn {1, 0, 0, 0, now}\n"
+);
+
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Kind {
     Log,
@@ -63,6 +71,7 @@ enum Kind {
     Bucketed,
     Baseline,
     Floor,
+    Prelude,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -105,7 +114,7 @@ struct Phase {
 /// 300 calls). Counter denied: 600 admitted in the current window, time fixed.
 /// Bucketed window: the log's regimes (same prefill, same clocks); the allowed
 /// phase crosses into a new one-second bucket every 10 calls, expiring one.
-const PHASES: [Phase; 15] = [
+const PHASES: [Phase; 16] = [
     Phase {
         kind: Kind::Log,
         regime: Regime::Allowed,
@@ -213,6 +222,13 @@ const PHASES: [Phase; 15] = [
         step: 0,
         what: "script returning 5 integers, no redis.call",
     },
+    Phase {
+        kind: Kind::Prelude,
+        regime: Regime::Allowed,
+        start: Some(T0),
+        step: 0,
+        what: "lua/prelude.lua on the bucketed window's 5 arguments, then return",
+    },
 ];
 
 /// xorshift64*: the random half of the baseline's `<ms>-<random>` members.
@@ -247,6 +263,7 @@ struct Bench {
     bucketed: Policy,
     baseline_sha: String,
     floor_sha: String,
+    prelude_sha: String,
     rng: Rng,
 }
 
@@ -260,14 +277,14 @@ impl Bench {
         match kind {
             Kind::Counter => &self.counter,
             Kind::Bucketed => &self.bucketed,
-            Kind::Log | Kind::Baseline | Kind::Floor => &self.log,
+            Kind::Log | Kind::Baseline | Kind::Floor | Kind::Prelude => &self.log,
         }
     }
 
     fn key(&self, kind: Kind, tenant: &str) -> String {
         match kind {
             Kind::Baseline => format!("rl:{{geocode:{tenant}}}:zset:{WINDOW_MS}"),
-            Kind::Floor => format!("rl:{{geocode:{tenant}}}:floor:{WINDOW_MS}"),
+            Kind::Floor | Kind::Prelude => format!("rl:{{geocode:{tenant}}}:floor:{WINDOW_MS}"),
             _ => self.policy(kind).key(tenant).expect("key"),
         }
     }
@@ -287,14 +304,19 @@ impl Bench {
                     .arg(now)
                     .arg(member);
             }
-            Kind::Floor => {
-                cmd.arg(&self.floor_sha)
+            Kind::Floor | Kind::Prelude => {
+                let sha = match kind {
+                    Kind::Floor => &self.floor_sha,
+                    _ => &self.prelude_sha,
+                };
+                cmd.arg(sha)
                     .arg(1)
                     .arg(self.key(kind, tenant))
                     .arg(LIMIT)
                     .arg(WINDOW_MS)
                     .arg(cost)
-                    .arg(now.unwrap_or_default());
+                    .arg(now.unwrap_or_default())
+                    .arg(BUCKETS);
             }
             Kind::Log | Kind::Counter | Kind::Bucketed => {
                 let call = self
@@ -342,7 +364,7 @@ impl Bench {
         let key = self.key(phase.kind, tenant);
         self.delete(&key).await;
         let cmds: Vec<redis::Cmd> = match (phase.kind, phase.start) {
-            (Kind::Floor, _) => return,
+            (Kind::Floor | Kind::Prelude, _) => return,
             (_, None) => vec![self.command(phase.kind, tenant, LIMIT, None)],
             (Kind::Counter, Some(_)) if phase.regime == Regime::Denied => (0..LIMIT)
                 .map(|i| self.command(phase.kind, tenant, 1, Some(T0 + i * 10)))
@@ -432,6 +454,7 @@ fn phase_label(phase: &Phase) -> String {
         Kind::Bucketed => "bucketed window (60)",
         Kind::Baseline => "baseline zset log",
         Kind::Floor => return "EVALSHA floor".to_owned(),
+        Kind::Prelude => return "EVALSHA floor + argument checks".to_owned(),
     };
     format!("{script}, {}", phase.regime.name())
 }
@@ -449,6 +472,7 @@ async fn run(url: &str) {
         bucketed: bucketed_policy(LIMIT),
         baseline_sha: String::new(),
         floor_sha: String::new(),
+        prelude_sha: String::new(),
         rng: Rng(0x9E37_79B9_7F4A_7C15),
     };
     bench.baseline_sha = bench
@@ -456,6 +480,9 @@ async fn run(url: &str) {
         .await;
     bench.floor_sha = bench
         .query(redis::cmd("SCRIPT").arg("LOAD").arg(FLOOR_LUA))
+        .await;
+    bench.prelude_sha = bench
+        .query(redis::cmd("SCRIPT").arg("LOAD").arg(PRELUDE_LUA))
         .await;
     for script in Script::ALL {
         let sha: String = bench
@@ -481,7 +508,7 @@ async fn run(url: &str) {
     let baseline_of: Vec<Option<usize>> = PHASES
         .iter()
         .map(|phase| match phase.kind {
-            Kind::Baseline | Kind::Floor => None,
+            Kind::Baseline | Kind::Floor | Kind::Prelude => None,
             _ => PHASES
                 .iter()
                 .position(|p| p.kind == Kind::Baseline && p.regime == phase.regime),

@@ -136,3 +136,43 @@ fn the_default_bucket_count_is_in_the_key_and_on_redis() {
     assert_eq!(d.reset_after_ms, 61_999 - 1_500);
     limiter.reset("t").unwrap();
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 150, max_shrink_iters: 100, ..Default::default() })]
+
+    /// Long sequences on few buckets: the ring of N + 1 slots wraps many
+    /// times, buckets are skipped, the oldest held one expires mid-walk and
+    /// denials of large costs walk the slots; every decision is the engine's.
+    /// Buckets are at least a second wide: Redis expires keys on its own
+    /// clock, and no key may expire during a sequence (milliseconds of real
+    /// time) while the engine, on caller time, still counts it.
+    #[test]
+    fn long_runs_on_a_small_ring_decide_like_the_memory_engine(
+        buckets in 1u64..=6,
+        width in 1_000u64..=5_000,
+        limit in 1u64..=25,
+        steps in proptest::collection::vec((0u64..=3, 0u64..=100, 1u64..=25, proptest::bool::weighted(0.2)), 50..300),
+    ) {
+        let window = buckets * width;
+        let policy = bucketed(limit, window, Some(buckets));
+        let limiter = connect(&redis_url(), &policy);
+        let memory = MemoryEngine::new();
+        let mut now = 1_000_000;
+        for (i, &(kind, step, cost, peek)) in steps.iter().enumerate() {
+            // Mostly within a window; now and then an idle gap of windows.
+            now += match kind {
+                0 => 0,
+                1 | 2 => step * window / 100,
+                _ => step * window / 20,
+            };
+            let cost = 1 + (cost - 1) % limit;
+            let (expected, got) = if peek {
+                (memory.peek(&policy, "t", cost, now), limiter.peek_at("t", cost, now))
+            } else {
+                (memory.acquire(&policy, "t", cost, now), limiter.acquire_at("t", cost, now))
+            };
+            proptest::prop_assert_eq!(&expected, &got, "step {} at {} cost {}", i, now, cost);
+        }
+        limiter.reset("t").unwrap();
+    }
+}

@@ -126,11 +126,12 @@ fn a_denial_records_in_no_limit_and_reset_deletes_every_key() {
         (false, Some(0), 999)
     );
     let log_len: u64 = redis::cmd("LLEN").arg(&keys[0]).query(&mut raw).unwrap();
-    let held: u64 = redis::cmd("HGET")
-        .arg(&keys[1])
-        .arg("n")
-        .query(&mut raw)
-        .unwrap();
+    // The bucketed limit alone is a plain policy on the same key: 2 held of 4.
+    let alone = Policy::with_limits(&namespace, "api", &[bucketed]).unwrap();
+    assert_eq!(alone.key("t").unwrap(), keys[1]);
+    let alone = blocking::Limiter::connect(&redis_url(), alone, Options::default()).unwrap();
+    // A peek of cost 1 that allows leaves remaining = 4 - held - 1.
+    let held = 4 - 1 - alone.peek_at("t", 1, t0 + 1).unwrap().remaining;
     assert_eq!((log_len, held), (2, 2), "the denial recorded nothing");
     limiter.reset("t").unwrap();
     let left: u64 = redis::cmd("EXISTS").arg(&keys).query(&mut raw).unwrap();

@@ -219,37 +219,42 @@ fn policy(ns: &str, algorithm: Algorithm, limit: u64) -> Policy {
     Policy::new(ns, "geocode", algorithm, limit, 60_000).unwrap()
 }
 
-/// A key's content and TTL, to prove a call changed nothing.
-fn snapshot(con: &mut redis::Connection, key: &str) -> (Vec<String>, i64) {
-    let kind: String = redis::cmd("TYPE").arg(key).query(con).unwrap();
-    let content: Vec<String> = match kind.as_str() {
-        "list" => redis::cmd("LRANGE").arg(key).arg(0).arg(-1).query(con),
-        "hash" => redis::cmd("HGETALL").arg(key).query(con),
-        other => panic!("{key} is a {other}"),
-    }
-    .unwrap();
+/// A list's entries and its TTL.
+fn list_and_ttl(con: &mut redis::Connection, key: &str) -> (Vec<String>, i64) {
+    let entries: Vec<String> = redis::cmd("LRANGE")
+        .arg(key)
+        .arg(0)
+        .arg(-1)
+        .query(con)
+        .unwrap();
     let ttl: i64 = redis::cmd("PTTL").arg(key).query(con).unwrap();
-    (content, ttl)
+    (entries, ttl)
 }
 
-/// Stores `items` (a list, or hash field/value pairs) without a TTL, then
-/// checks that acquires and peeks at each time are wrong_type and leave the key
-/// exactly as it was (no admission, no write, still no TTL).
-fn assert_foreign_rejected(algorithm: Algorithm, limit: u64, items: &[&str], times: &[u64]) {
+/// A key's serialized value (`DUMP`, any type) and TTL.
+fn dump_and_ttl(con: &mut redis::Connection, key: &str) -> (Vec<u8>, i64) {
+    let dump: Vec<u8> = redis::cmd("DUMP").arg(key).query(con).unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(key).query(con).unwrap();
+    (dump, ttl)
+}
+
+/// Has `store` write the policy's key without a TTL, then checks that
+/// acquires and peeks (of cost 1 and of the limit) at each time are
+/// wrong_type and leave the key exactly as it was (no admission, no write,
+/// still no TTL).
+fn assert_foreign_stored(
+    algorithm: Algorithm,
+    limit: u64,
+    what: &str,
+    times: &[u64],
+    store: impl FnOnce(&mut redis::Connection, &str),
+) {
     let mut con = raw_connection();
     let ns = unique_namespace("foreign");
     let p = policy(&ns, algorithm, limit);
     let key = p.key("t").unwrap();
-    let write = match algorithm {
-        Algorithm::SlidingLog => "RPUSH",
-        Algorithm::SlidingCounter | Algorithm::BucketedWindow => "HSET",
-    };
-    let _: i64 = redis::cmd(write)
-        .arg(&key)
-        .arg(items)
-        .query(&mut con)
-        .unwrap();
-    let before = snapshot(&mut con, &key);
+    store(&mut con, &key);
+    let before = dump_and_ttl(&mut con, &key);
     assert_eq!(before.1, -1, "stored without a TTL");
     let limiter = blocking::Limiter::connect(&redis_url(), p, Options::default()).unwrap();
     for &now in times {
@@ -260,19 +265,38 @@ fn assert_foreign_rejected(algorithm: Algorithm, limit: u64, items: &[&str], tim
                     Mode::Peek => limiter.peek_at("t", cost, now),
                 };
                 let e = result.expect_err(&format!(
-                    "{algorithm:?} {items:?} at {now} cost {cost} {mode:?} must fail"
+                    "{algorithm:?} {what} at {now} cost {cost} {mode:?} must fail"
                 ));
                 assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
                 assert!(e.message().contains("data slidelimit did not write"), "{e}");
                 assert_eq!(
-                    snapshot(&mut con, &key),
+                    dump_and_ttl(&mut con, &key),
                     before,
-                    "{items:?} at {now} {mode:?} changed the key"
+                    "{what} at {now} {mode:?} changed the key"
                 );
             }
         }
     }
     let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+}
+
+/// A list (the log) or hash field/value pairs (the counter) that
+/// slidelimit did not write: see `assert_foreign_stored`.
+fn assert_foreign_rejected(algorithm: Algorithm, limit: u64, items: &[&str], times: &[u64]) {
+    let write = match algorithm {
+        Algorithm::SlidingLog => "RPUSH",
+        Algorithm::SlidingCounter => "HSET",
+        Algorithm::BucketedWindow => unreachable!("a bucketed window is a string"),
+    };
+    assert_foreign_stored(
+        algorithm,
+        limit,
+        &format!("{items:?}"),
+        times,
+        |con, key| {
+            let _: i64 = redis::cmd(write).arg(key).arg(items).query(con).unwrap();
+        },
+    );
 }
 
 #[test]
@@ -367,53 +391,109 @@ fn foreign_entries_deep_in_a_log_are_found_where_the_script_reads() {
     let e = limiter.acquire_at("t", 3, 1500).unwrap_err();
     assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
     assert_eq!(
-        snapshot(&mut con, &key),
+        list_and_ttl(&mut con, &key),
         (items.map(String::from).to_vec(), -1)
     );
     let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
 }
 
-#[test]
-fn a_bucketed_key_with_fields_it_never_writes_is_an_error_before_any_write() {
-    // Bucket of T at g = 1,000 ms (60 buckets over 60 s).
-    let b = (T / 1000).to_string();
-    let t = T.to_string();
-    let bucketed = Algorithm::BucketedWindow;
-    // No `t`: a hash slidelimit did not write, with or without bucket-like fields.
-    assert_foreign_rejected(bucketed, 10, &["note", "hello"], &[T]);
-    assert_foreign_rejected(bucketed, 10, &["n", "1", "o", &b, &b, "1"], &[T]);
-    // Each field the script reads, holding what it never writes.
-    for bad in [
-        "x",
-        "1.5",
-        "-3",
-        "",
-        "inf",
-        "nan",
-        "1e300",
-        "4503599627370497",
-    ] {
-        assert_foreign_rejected(bucketed, 10, &["t", bad, "n", "1", "o", &b, &b, "1"], &[T]);
-        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", bad, "o", &b, &b, "1"], &[T]);
-        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "1", "o", bad, &b, "1"], &[T]);
-        // The bucket an admission adds to (n = 0: both costs are admitted).
-        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "0", "o", &b, &b, bad], &[T]);
-        // The oldest live bucket, which a denial's retry reads.
-        assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "10", "o", &b, &b, bad], &[T]);
+/// A bucketed window's header (lua/bucketed_window.lua): the tag for
+/// `buckets`, then T, S, C, F and CF, little-endian.
+fn bucketed_header(buckets: u32, fields: [i64; 5]) -> Vec<u8> {
+    let mut bytes = (0x5342_0000u32 + buckets).to_le_bytes().to_vec();
+    for field in fields {
+        bytes.extend_from_slice(&field.to_le_bytes());
     }
-    // A bucket that expires at the check (read to subtract it from `n`).
-    let old = (T / 1000 - 61).to_string();
-    let o = old.clone();
-    assert_foreign_rejected(
-        bucketed,
-        10,
-        &["t", &t, "n", "2", "o", &o, &old, "x", &b, "1"],
-        &[T + 500],
-    );
-    // `o` so far below the live buckets that the expiry walk would never end.
-    assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "1", "o", "0", &b, "1"], &[T]);
-    // `n` larger than the buckets hold: a denial's walk runs out of buckets.
-    assert_foreign_rejected(bucketed, 10, &["t", &t, "n", "20", "o", &b, &b, "1"], &[T]);
+    bytes
+}
+
+/// A bucketed window's string that slidelimit did not write (limit 10, 60
+/// buckets over 60 s): see `assert_foreign_stored`.
+fn assert_foreign_bucketed(value: &[u8], times: &[u64]) {
+    let what = format!("{value:?}");
+    assert_foreign_stored(Algorithm::BucketedWindow, 10, &what, times, |con, key| {
+        let _: () = redis::cmd("SET").arg(key).arg(value).query(con).unwrap();
+    });
+}
+
+#[test]
+fn a_bucketed_key_holding_what_it_never_writes_is_an_error_before_any_write() {
+    // 60 buckets of 1,000 ms over 60 s; B is the bucket of T.
+    let b = (T / 1000) as i64;
+    let t = T as i64;
+    let header = |fields| bucketed_header(60, fields);
+    // One permit at T is a state the script could have written; each case
+    // below breaks one thing it checks.
+    assert_eq!(header([t, 1, 1, b, 1]).len(), 44);
+    // The controls: what the script writes is accepted (one permit held at
+    // T; two held, the oldest expiring at T + 56,000 with its slots there).
+    let expiring = header([t, 2, 1, b - 5, 1]);
+    for (value, now, remaining) in [
+        (header([t, 1, 1, b, 1]), T, 8),
+        ([expiring.clone(), vec![0; 8 * 61]].concat(), T + 56_000, 8),
+    ] {
+        let mut con = raw_connection();
+        let p = policy(&unique_namespace("foreign"), Algorithm::BucketedWindow, 10);
+        let key = p.key("t").unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg(&value)
+            .arg("PX")
+            .arg(60_000)
+            .query(&mut con)
+            .unwrap();
+        let limiter = blocking::Limiter::connect(&redis_url(), p, Options::default()).unwrap();
+        let d = limiter.acquire_at("t", 1, now).unwrap();
+        assert_eq!((d.allowed, d.remaining), (true, remaining), "{value:?}");
+        let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
+    }
+    let mut cases: Vec<Vec<u8>> = vec![
+        b"hello".to_vec(),
+        vec![0; 44],
+        bucketed_header(10, [t, 1, 1, b, 1]),
+        header([-1, 1, 1, b, 1]),
+        header([(1 << 52) + 1, 1, 1, b, 1]),
+        header([t, 1, 0, b, 1]),
+        header([t, (1 << 52) + 1, 1, b, 1]),
+        header([t, 1, 1, b, 0]),
+        header([t, 1, 1, b + 1, 1]),
+        header([t, 2, 1, b - 61, 1]),
+        // The oldest bucket and the newest together hold more than S says.
+        header([t, 2, 1, b - 1, 2]),
+        // All permits in the newest bucket, but S and C disagree.
+        header([t, 2, 1, b, 1]),
+    ];
+    // A header one byte short.
+    cases.push(header([t, 1, 1, b, 1])[..43].to_vec());
+    for value in &cases {
+        assert_foreign_bucketed(value, &[T]);
+    }
+    // The oldest bucket (B - 5) has expired at T + 56,000, so the check reads
+    // the slots after it: here there are none.
+    assert_foreign_bucketed(&expiring, &[T + 56_000]);
+    // ... or one holds a negative count.
+    let mut ring = [expiring.clone(), vec![0; 8 * 61]].concat();
+    let slot = 44 + 8 * ((b - 4) % 61) as usize;
+    ring[slot..slot + 8].copy_from_slice(&(-1i64).to_le_bytes());
+    assert_foreign_bucketed(&ring, &[T + 56_000]);
+    // S larger than the buckets hold: a denial's walk runs out of buckets.
+    let short = [header([t, 20, 1, b - 1, 1]), vec![0; 8 * 61]].concat();
+    assert_foreign_bucketed(&short, &[T]);
+    // A key of another type is the server's own WRONGTYPE.
+    let mut con = raw_connection();
+    let p = policy(&unique_namespace("foreign"), Algorithm::BucketedWindow, 10);
+    let key = p.key("t").unwrap();
+    let _: () = redis::cmd("HSET")
+        .arg(&key)
+        .arg("t")
+        .arg(T)
+        .query(&mut con)
+        .unwrap();
+    let limiter = blocking::Limiter::connect(&redis_url(), p, Options::default()).unwrap();
+    let e = limiter.acquire_at("t", 1, T).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
+    assert!(e.message().contains("WRONGTYPE"), "{e}");
+    let _: i64 = redis::cmd("DEL").arg(&key).query(&mut con).unwrap();
 }
 
 /// The multi-limit script's own checks (its argument layout, no key twice,
