@@ -102,6 +102,18 @@ func invalidArgument(field, problem string) *Error {
 	return &Error{Code: ErrInvalidArgument, Message: field + ": " + problem, field: field}
 }
 
+// forLimit names an error about a field of one limit as core names it
+// (slidelimit_core::Error::for_limit): unchanged for a single limit,
+// "algorithm" becomes "limits[1].algorithm" for the limit at 1 of several.
+func forLimit(err error, i, n int) error {
+	var e *Error
+	if n < 2 || !errors.As(err, &e) || e.field == "" {
+		return err
+	}
+	renamed := fmt.Sprintf("limits[%d].%s", i, e.field)
+	return &Error{Code: e.Code, Message: renamed + strings.TrimPrefix(e.Message, e.field), Err: e.Err, field: renamed}
+}
+
 func (e *Error) Error() string {
 	s := "slidelimit: " + e.Code.String()
 	if e.Message != "" {

@@ -124,7 +124,7 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 	for i, s := range specs {
 		alg, err := parseAlgorithm(string(s.algorithm))
 		if err != nil {
-			return nil, err
+			return nil, forLimit(err, i, len(specs))
 		}
 		algs[i], limits[i], windows[i] = alg, C.uint64_t(s.limit), C.uint64_t(s.windowMs)
 		buckets[i], given[i] = C.uint64_t(s.buckets), C.bool(s.bucketsGiven)

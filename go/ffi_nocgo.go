@@ -447,7 +447,7 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 	for i, s := range specs {
 		alg, err := parseAlgorithm(string(s.algorithm))
 		if err != nil {
-			return nil, err
+			return nil, forLimit(err, i, len(specs))
 		}
 		h.algs[i] = alg
 	}

@@ -3,6 +3,7 @@ package slidelimit_test
 import (
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -177,6 +178,8 @@ func TestMultiLimitValidationNamesTheLimit(t *testing.T) {
 		{with(log, slidelimit.Limit{Limit: 5, Window: time.Second, WindowMs: 1000}), "limits[1].window"},
 		{with(log, slidelimit.Limit{Algorithm: slidelimit.SlidingCounter, Limit: 5, WindowMs: 1000, Buckets: 10}),
 			"limits[1].buckets"},
+		{with(log, slidelimit.Limit{Algorithm: "fixed_window", Limit: 5, WindowMs: 1000}), "limits[1].algorithm"},
+		{with(slidelimit.Limit{Algorithm: "fixed_window", Limit: 5, WindowMs: 1000}), "algorithm"},
 		{with(log, log), "limits"},                      // a duplicate
 		{with(slidelimit.Limit{Limit: 5}), "window_ms"}, // one limit: the single policy's names
 		{with(), "limits"},                              // empty
@@ -192,7 +195,8 @@ func TestMultiLimitValidationNamesTheLimit(t *testing.T) {
 				_, err = slidelimit.New(testredis.Client(t, nil), c.p)
 			}
 			var e *slidelimit.Error
-			if !errors.As(err, &e) || e.Code != slidelimit.ErrInvalidArgument || e.Field() != c.field {
+			if !errors.As(err, &e) || e.Code != slidelimit.ErrInvalidArgument || e.Field() != c.field ||
+				!strings.HasPrefix(e.Message, c.field+": ") {
 				t.Fatalf("%+v: %v, want invalid_argument on %s", c.p.Limits, err, c.field)
 			}
 		}

@@ -121,6 +121,16 @@ fn a_refused_policy_answers_every_later_call() {
         bad.starts_with(r#"{"error":"invalid_argument","field":"algorithm","#),
         "{bad}"
     );
+    // In a list of several limits it is named by its place, as core names
+    // every field of a limit.
+    let limits = r#"{"op":"policy","namespace":"NS","resource":"geocode","limits":[{"algorithm":"sliding_log","limit":2,"window_ms":1000},{"algorithm":"fixed","limit":3,"window_ms":2000}]}"#;
+    let bad = d.ask(limits);
+    assert!(
+        bad.starts_with(
+            r#"{"error":"invalid_argument","field":"limits[1].algorithm","message":"limits[1].algorithm: "#
+        ),
+        "{bad}"
+    );
     d.exit();
 }
 

@@ -290,9 +290,11 @@ impl Driver {
         }
         self.limiter = None;
         let built = async {
+            // A bad algorithm is named as core names any field of a limit.
             let limits = limits
                 .iter()
-                .map(LimitFields::to_limit)
+                .enumerate()
+                .map(|(i, l)| l.to_limit().map_err(|e| e.for_limit(i, limits.len())))
                 .collect::<Result<Vec<_>, _>>()?;
             let policy = Policy::with_limits(namespace, resource, &limits)?;
             match &store.kind {
