@@ -33,12 +33,28 @@ pub unsafe extern "C" fn slidelimit_deny_cache_new(
     msg_len: *mut usize,
     field: *mut slidelimit_field,
 ) -> slidelimit_result {
+    let capacity = match capacity {
+        0 => slidelimit_core::DEFAULT_DENY_CACHE_CAPACITY,
+        n => n,
+    };
+    slidelimit_deny_cache_with_capacity(capacity, out_cache, msg, msg_cap, msg_len, field)
+}
+
+/// Makes a cache of at most `capacity` tenants in `*out_cache`, the
+/// capacity exactly as a user gave it: 0 and above the maximum are core's
+/// `invalid_argument` on `deny_cache_capacity` (for a binding whose users
+/// name a capacity; `slidelimit_deny_cache_new` reads 0 as the default).
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_deny_cache_with_capacity(
+    capacity: usize,
+    out_cache: *mut *mut slidelimit_deny_cache,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+    field: *mut slidelimit_field,
+) -> slidelimit_result {
     boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_cache = out("out_cache", out_cache)?;
-        let capacity = match capacity {
-            0 => slidelimit_core::DEFAULT_DENY_CACHE_CAPACITY,
-            n => n,
-        };
         let cache = DenyCache::new(capacity)?;
         *out_cache = Box::into_raw(Box::new(slidelimit_deny_cache {
             inner: Mutex::new(cache),
@@ -47,7 +63,8 @@ pub unsafe extern "C" fn slidelimit_deny_cache_new(
     })
 }
 
-/// Releases a cache from `slidelimit_deny_cache_new`. NULL is ignored.
+/// Releases a cache from `slidelimit_deny_cache_new` or
+/// `slidelimit_deny_cache_with_capacity`. NULL is ignored.
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_deny_cache_free(cache: *mut slidelimit_deny_cache) {
     free_box(cache);

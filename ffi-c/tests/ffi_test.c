@@ -990,6 +990,34 @@ static void test_bucketed(void) {
   slidelimit_policy_free(p);
 }
 
+/* The deny cache's two makers: _new reads 0 as core's default, while
+ * _with_capacity hands the capacity to core as given, so 0 is core's
+ * invalid_argument on `deny_cache_capacity`, like one above the maximum. */
+static void test_deny_cache_capacity(void) {
+  slidelimit_deny_cache *c = NULL;
+  uint8_t msg[128];
+  size_t msg_len = 0;
+  slidelimit_field field = STALE;
+  CHECK(slidelimit_deny_cache_new(0, &c, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_OK);
+  CHECK(c != NULL);
+  slidelimit_deny_cache_free(c);
+  c = NULL;
+  CHECK(slidelimit_deny_cache_with_capacity(0, &c, msg, sizeof msg, &msg_len, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(c == NULL && field_is(field, "deny_cache_capacity"));
+  CHECK(starts_with(msg, msg_len, "deny_cache_capacity: must be at least 1"));
+  field = STALE;
+  CHECK(slidelimit_deny_cache_with_capacity((size_t)1 << 25, &c, msg, sizeof msg, &msg_len, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(c == NULL && field_is(field, "deny_cache_capacity"));
+  CHECK(slidelimit_deny_cache_with_capacity(1, &c, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_OK);
+  size_t len = 99;
+  CHECK(c != NULL && slidelimit_deny_cache_len(c, &len) == SLIDELIMIT_RESULT_OK && len == 0);
+  slidelimit_deny_cache_free(c);
+  CHECK(slidelimit_deny_cache_with_capacity(1, NULL, msg, sizeof msg, &msg_len, &field) ==
+        SLIDELIMIT_RESULT_NULL_POINTER);
+}
+
 int main(void) {
   slidelimit_policy *p = NULL;
   test_names();
@@ -1004,6 +1032,7 @@ int main(void) {
   test_timeout();
   test_metrics();
   test_bucketed();
+  test_deny_cache_capacity();
   slidelimit_policy_free(p);
   printf("ffi_test: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

@@ -631,7 +631,16 @@ slidelimit_result slidelimit_memory_key_count(const struct slidelimit_memory *me
 slidelimit_result slidelimit_deny_cache_new(size_t capacity, struct slidelimit_deny_cache **out_cache, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
- * Releases a cache from `slidelimit_deny_cache_new`. NULL is ignored.
+ * Makes a cache of at most `capacity` tenants in `*out_cache`, the
+ * capacity exactly as a user gave it: 0 and above the maximum are core's
+ * `invalid_argument` on `deny_cache_capacity` (for a binding whose users
+ * name a capacity; `slidelimit_deny_cache_new` reads 0 as the default).
+ */
+slidelimit_result slidelimit_deny_cache_with_capacity(size_t capacity, struct slidelimit_deny_cache **out_cache, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+
+/**
+ * Releases a cache from `slidelimit_deny_cache_new` or
+ * `slidelimit_deny_cache_with_capacity`. NULL is ignored.
  */
 void slidelimit_deny_cache_free(struct slidelimit_deny_cache *cache);
 

@@ -53,6 +53,9 @@ class TestDenyCache < Minitest::Test
       end
       assert_equal field, e.field, "#{option.inspect}: #{e.message}"
     end
+    # Core's own words for 0, through the C ABI.
+    e = assert_raises(Slidelimit::InvalidArgument) { Slidelimit::Limiter.new(@redis, policy, deny_cache: 0) }
+    assert_equal "deny_cache_capacity: must be at least 1 (switch the cache off instead)", e.message
     assert Slidelimit::Limiter.new(@redis, policy, deny_cache: 2**24).deny_cache?
   end
 

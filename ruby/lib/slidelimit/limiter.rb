@@ -68,21 +68,18 @@ module Slidelimit
     # The C deny cache the deny_cache option asks for, or nil (off). Not
     # public API.
     def self.deny_cache(option)
-      case option
-      when false, nil then return nil
-      when true then capacity = 0 # core's default
-      when Integer
-        Core.uint64("deny_cache_capacity", option)
-        # The C ABI reads 0 as "core's default": a capacity of 0 is refused
-        # here (switch the cache off with false instead).
-        raise Slidelimit.invalid("deny_cache_capacity", "must be at least 1 (switch the cache off instead)") if option.zero?
-
-        capacity = option
-      else
-        raise Slidelimit.invalid("deny_cache", "must be true, false or a capacity (Integer), got #{option.class}")
-      end
       s = Core.scratch
-      code = Native.slidelimit_deny_cache_new(capacity, s.out, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+      code = case option
+             when false, nil then return nil
+             when true # core's default capacity
+               Native.slidelimit_deny_cache_new(0, s.out, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+             when Integer # as given: core refuses 0 and above its maximum
+               Core.uint64("deny_cache_capacity", option)
+               Native.slidelimit_deny_cache_with_capacity(option, s.out, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+             else
+               raise Slidelimit.invalid("deny_cache",
+                                        "must be true, false or a capacity (Integer), got #{option.class}")
+             end
       Core.raise_failure(code, s) unless code == Native::RESULT_OK
       Core::Handle.new(s.out.read_pointer, :slidelimit_deny_cache_free)
     end

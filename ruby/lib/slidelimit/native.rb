@@ -132,6 +132,7 @@ module Slidelimit
 
     # The local deny cache (ffi-c/src/deny_cache.rs); internally locked.
     attach_function :slidelimit_deny_cache_new, %i[size_t pointer msg msg_cap msg_len field], :result
+    attach_function :slidelimit_deny_cache_with_capacity, %i[size_t pointer msg msg_cap msg_len field], :result
     attach_function :slidelimit_deny_cache_free, [:pointer], :void
     attach_function :slidelimit_deny_cache_check,
                     %i[pointer buffer_in size_t uint64 uint64 pointer pointer], :result
