@@ -62,23 +62,30 @@ func main() {
 			t.Fatal(err)
 		}
 	}
-	// Offline: every module it needs is in the module cache already (this
-	// package's own build put it there).
-	env := append(os.Environ(), "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
-	goCmd := func(args ...string) (string, error) {
+	// go mod tidy as a user runs it, through the environment's module proxy:
+	// it also wants the modules that only the tests of dependencies import
+	// (go-redis's ginkgo, for one), which no build here downloads. The build
+	// and the vendoring after it run offline: every module they need is in
+	// the module cache already (this package's own build put it there).
+	online := append(os.Environ(), "GOWORK=off")
+	offline := append(os.Environ(), "GOPROXY=off", "GOSUMDB=off", "GOWORK=off")
+	goCmd := func(env []string, args ...string) (string, error) {
 		cmd := exec.Command(goTool, args...)
 		cmd.Dir, cmd.Env = project, env
 		out, err := cmd.CombinedOutput()
 		return string(out), err
 	}
-	for _, args := range [][]string{
-		{"mod", "edit", "-require=github.com/slidelimit/slidelimit/go@v0.0.0",
-			"-replace=github.com/slidelimit/slidelimit/go=" + checkout},
-		{"mod", "tidy"},
-		{"build", "-o", "app", "."},
+	for _, step := range []struct {
+		env  []string
+		args []string
+	}{
+		{offline, []string{"mod", "edit", "-require=github.com/slidelimit/slidelimit/go@v0.0.0",
+			"-replace=github.com/slidelimit/slidelimit/go=" + checkout}},
+		{online, []string{"mod", "tidy"}},
+		{offline, []string{"build", "-o", "app", "."}},
 	} {
-		if out, err := goCmd(args...); err != nil {
-			t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+		if out, err := goCmd(step.env, step.args...); err != nil {
+			t.Fatalf("go %s: %v\n%s", strings.Join(step.args, " "), err, out)
 		}
 	}
 	out, err := exec.Command(filepath.Join(project, "app")).CombinedOutput()
@@ -100,7 +107,7 @@ func main() {
 	// Vendoring: vendor/ must carry the header and the prebuilt archives
 	// (prebuilt.go makes go mod vendor copy them), and the vendored build
 	// links and runs.
-	if out, err := goCmd("mod", "vendor"); err != nil {
+	if out, err := goCmd(offline, "mod", "vendor"); err != nil {
 		t.Fatalf("go mod vendor: %v\n%s", err, out)
 	}
 	vendored := filepath.Join(project, "vendor", "github.com", "slidelimit", "slidelimit", "go")
@@ -109,7 +116,7 @@ func main() {
 			t.Errorf("go mod vendor left out %s: %v", f, err)
 		}
 	}
-	if out, err := goCmd("build", "-mod=vendor", "-o", "app-vendored", "."); err != nil {
+	if out, err := goCmd(offline, "build", "-mod=vendor", "-o", "app-vendored", "."); err != nil {
 		t.Fatalf("go build -mod=vendor: %v\n%s", err, out)
 	}
 	out, err = exec.Command(filepath.Join(project, "app-vendored")).CombinedOutput()

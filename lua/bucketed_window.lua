@@ -1,9 +1,10 @@
 -- slidelimit bucketed window (exact, O(buckets) memory). The contract is docs/protocol.md.
 -- It never runs alone: core (core/src/script.rs) prepends lua/prelude.lua and
 -- sends the two as one script (`cat lua/prelude.lua lua/bucketed_window.lua`
--- is the exact text). The prelude checks ARGV[1..4] and defines read_only,
--- key, max_number, int, limit, window, cost, now (Redis TIME if not given)
--- and argument_error.
+-- is the exact text). The prelude checks ARGV[1..4] (and whether ARGV[5] is
+-- digits) and defines read_only, argv, argc, key, max_number, format, limit,
+-- window, cost, now (Redis TIME if not given), digits_checked and
+-- argument_error.
 -- KEYS[1]  one string per tenant, window and bucket count: a 44-byte header
 --          of little-endian integers (struct '<I4i8i8i8i8i8'): the tag
 --          0x53420000 + N, then T the newest recorded admission (ms), S the
@@ -21,7 +22,7 @@
 -- if admitted at its bucket's last millisecond): [r, r + window) is inside
 -- [r, x_b), so no rolling window ever holds more than limit.
 
-if #ARGV ~= 5 then
+if argc ~= 5 then
   return redis.error_reply('ERR slidelimit: expected one key and five arguments')
 end
 -- The most buckets accepted (slidelimit_core::MAX_BUCKETS): the ring of a
@@ -29,15 +30,16 @@ end
 -- the prelude's rules on limit and window_ms, before those on cost and
 -- now_ms (argument_error).
 local max_buckets = 3600
-local buckets = ARGV[5]
-if not string.find(buckets, '^%d+$') then
+local buckets = argv[5]
+-- The prelude's joined match proved it digits, unless that match failed.
+if not (digits_checked or string.find(buckets, '^%d+$')) then
   return redis.error_reply('ERR slidelimit invalid_argument buckets: must be a decimal integer (digits only)')
 end
 buckets = buckets + 0
 if buckets < 1 then
   return redis.error_reply('ERR slidelimit invalid_argument buckets: must be at least 1')
 elseif buckets > max_buckets then
-  return redis.error_reply('ERR slidelimit invalid_argument buckets: exceeds ' .. int(max_buckets)
+  return redis.error_reply('ERR slidelimit invalid_argument buckets: exceeds ' .. format('%d', max_buckets)
     .. ', the most a bucketed window accepts')
 elseif window % buckets ~= 0 then
   return redis.error_reply('ERR slidelimit invalid_argument buckets: must divide window_ms')
@@ -49,8 +51,8 @@ local foreign = 'WRONGTYPE slidelimit: the key holds data slidelimit did not wri
 
 -- No local function on the common path: Redis runs the whole text on every
 -- call, and each would be a new closure every time (docs/benchmarks.md).
--- Every number handed to redis.call goes through int(): Redis 7.0 and older
--- format a Lua number argument with '%.17g', about ten times the cost of
+-- Every number handed to redis.call goes through format('%d', n): Redis 7.0
+-- and older format a Lua number argument with '%.17g', about ten times the cost of
 -- string.format('%d') (docs/benchmarks.md). For integers 0 <= a < 2^53 and
 -- d >= 1, `a % d` and `(a - a % d) / d` are exact in doubles.
 local g = window / buckets
@@ -69,7 +71,7 @@ if header == '' then
   if not read_only then
     -- The ring is written whole once, so no later write grows the string.
     redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, now, cost, cost, b, cost)
-      .. string.rep('\0', 8 * ring), 'PX', int(ttl))
+      .. string.rep('\0', 8 * ring), 'PX', format('%d', ttl))
   end
   return {1, limit - cost, 0, ttl, now}
 end
@@ -125,10 +127,10 @@ else
         local last = math.min(at + chunk - 1, newest_bucket - 1)
         local from, to = at % ring, last % ring
         if from <= to then
-          slots = redis.call('GETRANGE', key, int(44 + 8 * from), int(51 + 8 * to))
+          slots = redis.call('GETRANGE', key, format('%d', 44 + 8 * from), format('%d', 51 + 8 * to))
         else
-          slots = redis.call('GETRANGE', key, int(44 + 8 * from), int(43 + 8 * ring))
-            .. redis.call('GETRANGE', key, '44', int(51 + 8 * to))
+          slots = redis.call('GETRANGE', key, format('%d', 44 + 8 * from), format('%d', 43 + 8 * ring))
+            .. redis.call('GETRANGE', key, '44', format('%d', 51 + 8 * to))
         end
         if #slots ~= 8 * (last - at + 1) then
           return false
@@ -166,7 +168,7 @@ if live + cost <= limit then
     if live == 0 then
       -- A fresh start: SET replaces the old header and slots.
       redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, t, cost, cost, b, cost)
-        .. string.rep('\0', 8 * ring), 'PX', int(ttl))
+        .. string.rep('\0', 8 * ring), 'PX', format('%d', ttl))
     else
       if b > newest_bucket then
         -- Close the newest bucket into its slot; the slots of the buckets
@@ -175,9 +177,9 @@ if live + cost <= limit then
         local from = newest_bucket % ring
         local room = 8 * (ring - from)
         if #closed <= room then
-          redis.call('SETRANGE', key, int(44 + 8 * from), closed)
+          redis.call('SETRANGE', key, format('%d', 44 + 8 * from), closed)
         else
-          redis.call('SETRANGE', key, int(44 + 8 * from), string.sub(closed, 1, room))
+          redis.call('SETRANGE', key, format('%d', 44 + 8 * from), string.sub(closed, 1, room))
           redis.call('SETRANGE', key, '44', string.sub(closed, room + 1))
         end
         current = cost
@@ -192,7 +194,7 @@ if live + cost <= limit then
       -- Within one bucket the key's expiry is one instant, x_b: the
       -- bucket's first admission set it (with one clock, to the millisecond).
       if b > newest_bucket then
-        redis.call('PEXPIRE', key, int(ttl))
+        redis.call('PEXPIRE', key, format('%d', ttl))
       end
     end
   end

@@ -11,45 +11,49 @@ local read_only = false
 --          bucketed window adds a fifth, buckets, which its own file checks
 --          along with the exact count of arguments.
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
--- Defines, for the script that follows: read_only, key, max_number, int,
--- limit, window, cost, now (read from TIME when ARGV[4] is empty) and
--- argument_error.
+-- Defines, for the script that follows: read_only, argv, argc, key,
+-- max_number, format, limit, window, cost, now (read from TIME when ARGV[4]
+-- is empty), digits_checked and argument_error.
 --
--- No function is defined here for the common path but int: Redis runs the
--- whole text on every call, and each `local function` makes a new closure
--- every time (a version with two more helper functions here cost 860 to
--- 1,820 instructions per check; docs/benchmarks.md).
+-- No function is defined here for the common path: Redis runs the whole
+-- text on every call, and each `local function` makes a new closure every
+-- time (docs/benchmarks.md). ARGV is read through a local: a global lookup
+-- per use cost more than the rest of the fast path's bytecode.
+local argv, argc = ARGV, #ARGV
 local key = KEYS[1]
 -- 2^52: every product and sum the scripts form stays an exact integer in a double.
 local max_number = 4503599627370496
 
--- Every number handed to redis.call goes through this: never tostring, which
--- prints 1e+14, which PEXPIRE, RPUSH and HINCRBY would store wrongly or reject.
-local function int(n)
-  return string.format('%d', n)
-end
+-- Every number handed to redis.call goes through format('%d', n): never
+-- tostring, which prints 1e+14, which PEXPIRE, RPUSH and HINCRBY would store
+-- wrongly or reject.
+local format = string.format
 
 -- Core's rules (docs/protocol.md, "Policy and call validation"), in core's
--- order. Fast path: one pattern match, then `+ 0` (one conversion; tonumber
--- makes two) and a few comparisons; the checks that name the field run only
--- when these fail. A script may have its own bound on limit (the log does),
--- which comes after the rules on limit and window_ms and before those on
--- cost and now_ms: so the prelude returns at once for the earlier rules and
--- leaves the error of a later one in argument_error. Every script returns
--- argument_error when it is set (after its own bound, if any), before it
--- touches its key.
-local limit, window, cost, now
-if #KEYS == 1 and (#ARGV == 4 or #ARGV == 5)
-    and string.find(ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4], '^%d+ %d+ %d+ %d*$') then
-  limit, window, cost = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0
-  if ARGV[4] ~= '' then
-    now = ARGV[4] + 0
+-- order. Fast path: one pattern match over every argument joined by spaces
+-- (a fifth, the bucketed window's buckets, included: a 4-argument call joins
+-- a '0' in its place), then `+ 0` (one conversion; tonumber makes two) and a
+-- few comparisons. When these fail, the checks that name the field run. A
+-- script may have its own bound on limit (the log does) or its own fifth
+-- argument (the bucketed window), checked after the rules on limit and
+-- window_ms and before those on cost and now_ms: so the prelude returns at
+-- once for the earlier rules and leaves the error of a later one in
+-- argument_error. Every script returns argument_error when it is set (after
+-- its own checks), before it touches its key. digits_checked tells the
+-- bucketed window that its fifth argument is digits already.
+local limit, window, cost, now, argument_error
+local digits_checked = #KEYS == 1 and (argc == 4 or argc == 5)
+    and string.find(argv[1] .. ' ' .. argv[2] .. ' ' .. argv[3] .. ' ' .. argv[4] .. ' ' .. (argv[5] or '0'),
+      '^%d+ %d+ %d+ %d* %d+$') ~= nil
+if digits_checked then
+  limit, window, cost = argv[1] + 0, argv[2] + 0, argv[3] + 0
+  if argv[4] ~= '' then
+    now = argv[4] + 0
   end
 end
-local argument_error
-if not (limit and limit >= 1 and window >= 1 and limit * window <= max_number
+if not (digits_checked and limit >= 1 and window >= 1 and limit * window <= max_number
     and cost >= 1 and cost <= limit and (now == nil or now <= max_number)) then
-  if #KEYS ~= 1 or #ARGV < 4 or #ARGV > 5 then
+  if #KEYS ~= 1 or argc < 4 or argc > 5 then
     return redis.error_reply('ERR slidelimit: expected one key and four arguments (five for the bucketed window)')
   end
   local function invalid_argument(field, problem)
@@ -57,13 +61,18 @@ if not (limit and limit >= 1 and window >= 1 and limit * window <= max_number
   end
   local names = {'limit', 'window_ms', 'cost'}
   for i = 1, 3 do
-    if not string.find(ARGV[i], '^%d+$') then
+    if not string.find(argv[i], '^%d+$') then
       return invalid_argument(names[i], 'must be a decimal integer (digits only)')
     end
   end
-  if not string.find(ARGV[4], '^%d*$') then
+  if not string.find(argv[4], '^%d*$') then
     return invalid_argument('now_ms', 'must be empty or a decimal integer (digits only)')
-  elseif limit < 1 then
+  end
+  limit, window, cost = argv[1] + 0, argv[2] + 0, argv[3] + 0
+  if argv[4] ~= '' then
+    now = argv[4] + 0
+  end
+  if limit < 1 then
     return invalid_argument('limit', 'must be at least 1')
   elseif window < 1 then
     return invalid_argument('window_ms', 'must be at least 1')
@@ -73,9 +82,11 @@ if not (limit and limit >= 1 and window >= 1 and limit * window <= max_number
     argument_error = invalid_argument('cost', 'must be at least 1')
   elseif cost > limit then
     argument_error = invalid_argument('cost', 'exceeds the limit; such a request could never pass')
-  else
+  elseif now and now > max_number then
     argument_error = invalid_argument('now_ms', 'must be at most 2^52')
   end
+  -- Else only a fifth argument failed the joined match: the bucketed
+  -- window's file names it (the others refuse five arguments).
 end
 
 -- The server's clock when the caller gave none. Read here, before a

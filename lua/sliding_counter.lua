@@ -1,14 +1,14 @@
 -- slidelimit sliding window counter (approximate, O(1) memory). The contract is docs/protocol.md.
 -- It never runs alone: core (core/src/script.rs) prepends lua/prelude.lua and
 -- sends the two as one script (`cat lua/prelude.lua lua/sliding_counter.lua`
--- is the exact text). The prelude checks ARGV and defines read_only, key,
--- max_number, int, limit, window, cost, now (Redis TIME if not given) and
--- argument_error.
+-- is the exact text). The prelude checks ARGV and defines read_only, argv,
+-- argc, key, max_number, format, limit, window, cost, now (Redis TIME if not
+-- given) and argument_error.
 -- KEYS[1]  one hash per tenant and window; field = window start (ms), value = permits admitted in it.
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
 
-if #ARGV ~= 4 then
+if argc ~= 4 then
   return redis.error_reply('ERR slidelimit: expected one key and four arguments')
 end
 -- No bound on limit beyond the prelude's: the counter's work and memory do not grow with it.
@@ -26,8 +26,8 @@ end
 
 local cur_start = now - math.fmod(now, window)
 local e = now - cur_start
-local cur_field = int(cur_start)
-local counts = redis.call('HMGET', key, cur_field, int(cur_start - window))
+local cur_field = format('%d', cur_start)
+local counts = redis.call('HMGET', key, cur_field, format('%d', cur_start - window))
 -- Counts are integers (the script writes nothing else); checked before any write.
 local a, b = 0, 0
 if counts[1] then
@@ -52,7 +52,7 @@ if allowed then
   -- above, but HINCRBY would reject it.
   local incr = '1'
   if cost ~= 1 then
-    incr = int(cost)
+    incr = format('%d', cost)
   end
   if a == 0 then
     -- First permit of this window. Fields older than the previous window
@@ -74,7 +74,7 @@ if allowed then
           redis.call('HDEL', key, field)
         end
       end
-      redis.call('PEXPIRE', key, int(2 * window))
+      redis.call('PEXPIRE', key, format('%d', 2 * window))
     end
   elseif not read_only then
     redis.call('HINCRBY', key, cur_field, incr)

@@ -1,14 +1,14 @@
 -- slidelimit sliding log (exact). The contract is docs/protocol.md.
 -- It never runs alone: core (core/src/script.rs) prepends lua/prelude.lua and
 -- sends the two as one script (`cat lua/prelude.lua lua/sliding_log.lua` is
--- the exact text). The prelude checks ARGV and defines read_only, key,
--- max_number, int, limit, window, cost, now (Redis TIME if not given) and
--- argument_error.
+-- the exact text). The prelude checks ARGV and defines read_only, argv,
+-- argc, key, max_number, format, limit, window, cost, now (Redis TIME if not
+-- given) and argument_error.
 -- KEYS[1]  the log: a list of admitted permit timestamps (ms), oldest first.
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
 
-if #ARGV ~= 4 then
+if argc ~= 4 then
   return redis.error_reply('ERR slidelimit: expected one key and four arguments')
 end
 -- The largest limit the log accepts (slidelimit_core::MAX_LOG_LIMIT): one
@@ -18,7 +18,7 @@ end
 -- before those on cost and now_ms (argument_error).
 local max_limit = 10000
 if limit > max_limit then
-  return redis.error_reply('ERR slidelimit invalid_argument limit: exceeds ' .. int(max_limit)
+  return redis.error_reply('ERR slidelimit invalid_argument limit: exceeds ' .. format('%d', max_limit)
     .. ', the most the sliding log accepts (one entry per permit); use sliding_counter for higher limits')
 end
 if argument_error then
@@ -54,7 +54,7 @@ local function at(i) -- 0-based index into the list as it is now
   if i < #head then
     return head[i + 1]
   end
-  local s = tonumber(redis.call('LINDEX', key, int(i)))
+  local s = tonumber(redis.call('LINDEX', key, format('%d', i)))
   if s and s >= 0 and s <= max_number and s % 1 == 0 then
     return s
   end
@@ -113,9 +113,9 @@ if count + cost <= limit then
     if expired == 1 then
       redis.call('LPOP', key)
     elseif expired > 1 then
-      redis.call('LTRIM', key, int(expired), '-1')
+      redis.call('LTRIM', key, format('%d', expired), '-1')
     end
-    local stamp = int(t)
+    local stamp = format('%d', t)
     if cost == 1 then
       redis.call('RPUSH', key, stamp)
     else
@@ -131,7 +131,7 @@ if count + cost <= limit then
         left = left - n
       end
     end
-    redis.call('PEXPIRE', key, int(ttl))
+    redis.call('PEXPIRE', key, format('%d', ttl))
   end
   return {1, limit - count - cost, 0, ttl, now}
 end

@@ -26,8 +26,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Replay the burst scenario through a fixed window, the sliding log and
-    /// the sliding counter, and audit every rolling window (no Redis needed).
+    /// Replay the burst scenario through a fixed window, the sliding log,
+    /// the sliding counter and the bucketed window, and audit every rolling
+    /// window (no Redis needed).
     Simulate(simulate::SimulateArgs),
     /// Take permits for a tenant (exit 0 when allowed, 1 when denied).
     Acquire(CallArgs),
