@@ -9,7 +9,7 @@
 mod simulate;
 
 use clap::{Args, Parser, Subcommand};
-use slidelimit::{blocking, Algorithm, Decision, ErrorCode, Options, Policy};
+use slidelimit::{blocking, Algorithm, Decision, Error, ErrorCode, Limit, Options, Policy};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -57,12 +57,23 @@ struct Target {
     /// sliding_log, sliding_counter or bucketed_window.
     #[arg(long, default_value = slidelimit_core::DEFAULT_ALGORITHM.as_str())]
     algorithm: String,
-    #[arg(long)]
-    window_ms: u64,
+    #[arg(long, required_unless_present = "limits")]
+    window_ms: Option<u64>,
     /// Buckets of a bucketed_window (default 60; must divide --window-ms).
     /// Core rejects it with any other algorithm, so it is not ignored.
     #[arg(long)]
     buckets: Option<u64>,
+    /// Several limits in one policy, all checked and recorded together (or
+    /// none): ALGORITHM:LIMIT/WINDOW_MS[/BUCKETS], comma-separated or the
+    /// option repeated, e.g. `sliding_log:20/1000,bucketed_window:600/60000`.
+    /// Replaces --algorithm, --limit, --window-ms and --buckets.
+    #[arg(
+        long,
+        value_name = "SPECS",
+        value_delimiter = ',',
+        conflicts_with_all = ["algorithm", "window_ms", "buckets"]
+    )]
+    limits: Vec<String>,
     /// Per-call timeout, 1 to 2^31 - 1 ms (0 is invalid_argument); a slower
     /// or unreachable Redis is `unavailable`.
     #[arg(long, default_value_t = 1000)]
@@ -77,8 +88,8 @@ struct CallArgs {
     #[command(flatten)]
     target: Target,
     /// Permits per window.
-    #[arg(long)]
-    limit: u64,
+    #[arg(long, required_unless_present = "limits", conflicts_with = "limits")]
+    limit: Option<u64>,
     /// Permits this call takes.
     #[arg(long, default_value_t = 1)]
     cost: u64,
@@ -138,16 +149,25 @@ impl Target {
         slidelimit_core::tenant_from_bytes(self.tenant.as_encoded_bytes())
     }
 
-    fn connect(&self, limit: u64) -> slidelimit::Result<blocking::Limiter> {
-        let algorithm = Algorithm::parse(&self.algorithm)?;
-        let policy = Policy::with_buckets(
+    /// The policy: of --limits when given, else of the single-limit options
+    /// with `limit` (clap makes --window-ms present whenever --limits is not).
+    fn policy(&self, limit: u64) -> slidelimit::Result<Policy> {
+        if !self.limits.is_empty() {
+            let limits = parse_limits(&self.limits)?;
+            return Policy::with_limits(&self.namespace, &self.resource, &limits);
+        }
+        Policy::with_buckets(
             &self.namespace,
             &self.resource,
-            algorithm,
+            Algorithm::parse(&self.algorithm)?,
             limit,
-            self.window_ms,
+            self.window_ms.unwrap_or_default(),
             self.buckets,
-        )?;
+        )
+    }
+
+    fn connect(&self, limit: u64) -> slidelimit::Result<blocking::Limiter> {
+        let policy = self.policy(limit)?;
         let options = Options {
             timeout: Duration::from_millis(self.timeout_ms),
             ..Options::default()
@@ -161,15 +181,67 @@ impl Target {
     }
 }
 
+/// `--limits` as core's limits. The syntax is this command's own; every
+/// value is then core's to check (`limits[1].window_ms: ...`).
+fn parse_limits(specs: &[String]) -> slidelimit::Result<Vec<Limit>> {
+    let count = specs.len();
+    let number = |field: &'static str, text: &str, index: usize| -> slidelimit::Result<u64> {
+        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+            if let Ok(n) = text.parse() {
+                return Ok(n);
+            }
+        }
+        Err(Error::invalid(
+            field,
+            format!("must be a decimal integer below 2^64, got {text:?}"),
+        )
+        .for_limit(index, count))
+    };
+    specs
+        .iter()
+        .enumerate()
+        .map(|(index, spec)| {
+            let malformed = || {
+                Error::invalid(
+                    "limits",
+                    format!("expected ALGORITHM:LIMIT/WINDOW_MS[/BUCKETS], got {spec:?}"),
+                )
+            };
+            let (algorithm, numbers) = spec.trim().split_once(':').ok_or_else(malformed)?;
+            let numbers: Vec<&str> = numbers.split('/').collect();
+            if !(2..=3).contains(&numbers.len()) {
+                return Err(malformed());
+            }
+            Ok(Limit {
+                algorithm: Algorithm::parse(algorithm).map_err(|e| e.for_limit(index, count))?,
+                limit: number("limit", numbers[0], index)?,
+                window_ms: number("window_ms", numbers[1], index)?,
+                buckets: match numbers.get(2) {
+                    Some(text) => Some(number("buckets", text, index)?),
+                    None => None,
+                },
+            })
+        })
+        .collect()
+}
+
 fn decision_json(d: &Decision) -> String {
+    let denied_by = match d.denied_by {
+        Some(index) => format!(",\"denied_by\":{index}"),
+        None => String::new(),
+    };
     format!(
-        "{{\"allowed\":{},\"remaining\":{},\"retry_after_ms\":{},\"reset_after_ms\":{},\"now_ms\":{}}}",
+        "{{\"allowed\":{},\"remaining\":{},\"retry_after_ms\":{},\"reset_after_ms\":{},\"now_ms\":{}{denied_by}}}",
         d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms, d.now_ms
     )
 }
 
 fn decision_text(d: &Decision, cost: u64) -> String {
-    let verdict = if d.allowed { "allowed" } else { "denied" };
+    let verdict = match (d.allowed, d.denied_by) {
+        (true, _) => "allowed".to_owned(),
+        (false, None) => "denied".to_owned(),
+        (false, Some(index)) => format!("denied by limits[{index}]"),
+    };
     let retry = if d.allowed {
         String::new()
     } else {
@@ -183,7 +255,8 @@ fn decision_text(d: &Decision, cost: u64) -> String {
 
 fn call(args: &CallArgs, peek: bool) -> Result<ExitCode, Failure> {
     let tenant = args.target.tenant()?;
-    let limiter = args.target.connect(args.limit)?;
+    // clap makes --limit present whenever --limits is not.
+    let limiter = args.target.connect(args.limit.unwrap_or_default())?;
     let decision = match (peek, args.now_ms) {
         (false, None) => limiter.acquire_n(tenant, args.cost),
         (false, Some(now)) => limiter.acquire_at(tenant, args.cost, now),
@@ -204,14 +277,19 @@ fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
     // The key does not depend on the limit; 1 is always valid.
     let limiter = t.connect(1)?;
     limiter.reset(tenant)?;
-    let key = limiter.policy().key(tenant)?;
+    let keys = limiter.policy().keys(tenant)?;
     if t.json {
-        println!(
-            "{{\"reset\":true,\"key\":{}}}",
-            serde_json::to_string(&key).expect("a string always serializes")
-        );
+        // One limit: {"reset":true,"key":...}; several: "keys", every one.
+        let (name, value) = match keys.as_slice() {
+            [key] => ("key", serde_json::to_string(key)),
+            _ => ("keys", serde_json::to_string(&keys)),
+        };
+        let value = value.expect("strings always serialize");
+        println!("{{\"reset\":true,\"{name}\":{value}}}");
     } else {
-        println!("reset {key}");
+        for key in &keys {
+            println!("reset {key}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

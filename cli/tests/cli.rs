@@ -15,6 +15,14 @@ fn slidelimit(args: &[&str]) -> Output {
         .expect("run the slidelimit binary")
 }
 
+/// `slidelimit CMD` on the test Redis, in namespace `ns`, resource
+/// geocode, for `tenant`, with `extra` after.
+fn on_test_redis(cmd: &str, ns: &str, tenant: &str, extra: &[&str]) -> Output {
+    let url = common::redis_url();
+    let target = ["--redis", &url, "--namespace", ns, "--tenant", tenant];
+    slidelimit(&[&[cmd, "--resource", "geocode"][..], &target, extra].concat())
+}
+
 fn stdout(out: &Output) -> String {
     String::from_utf8(out.stdout.clone()).expect("UTF-8 output")
 }
@@ -219,23 +227,10 @@ fn simulate_on_redis_decides_like_the_embedded_engine() {
 #[test]
 fn acquire_peek_reset_against_redis() {
     let ns = common::unique_namespace("cli-acq");
-    let url = common::redis_url();
     let call = |cmd: &str, extra: &[&str]| {
-        let mut args = vec![
-            cmd,
-            "--redis",
-            &url,
-            "--namespace",
-            &ns,
-            "--resource",
-            "geocode",
-            "--tenant",
-            "t 1",
-            "--window-ms",
-            "60000",
-        ];
+        let mut args = vec!["--window-ms", "60000"];
         args.extend_from_slice(extra);
-        slidelimit(&args)
+        on_test_redis(cmd, &ns, "t 1", &args)
     };
     let at = |now: &'static str| ["--limit", "2", "--now-ms", now, "--json"];
 
@@ -353,26 +348,13 @@ fn a_zero_timeout_is_invalid_argument_on_every_subcommand() {
 #[test]
 fn buckets_flag_selects_a_bucketed_window_and_core_checks_it() {
     let ns = common::unique_namespace("cli-bkt");
-    let url = common::redis_url();
     let call = |cmd: &str, extra: &[&str]| {
-        let mut args = vec![
-            cmd,
-            "--redis",
-            &url,
-            "--namespace",
-            &ns,
-            "--resource",
-            "geocode",
-            "--tenant",
-            "t",
-            "--window-ms",
-            "60000",
-        ];
+        let mut args = vec!["--window-ms", "60000"];
         if cmd != "reset" {
             args.extend_from_slice(&["--limit", "2"]);
         }
         args.extend_from_slice(extra);
-        slidelimit(&args)
+        on_test_redis(cmd, &ns, "t", &args)
     };
     let bucketed = |now: &'static str| {
         [
@@ -433,5 +415,104 @@ fn buckets_flag_selects_a_bucketed_window_and_core_checks_it() {
             stderr(&out)
         );
         assert!(out.stdout.is_empty());
+    }
+}
+
+#[test]
+fn limits_flag_checks_several_limits_together() {
+    let ns = common::unique_namespace("cli-multi");
+    // 2 per second AND 3 per minute in buckets of 10 s (protocol.md, "Several limits").
+    let specs = "sliding_log:2/1000,bucketed_window:3/60000/6";
+    let call = |cmd: &str, extra: &[&str]| on_test_redis(cmd, &ns, "t", extra);
+    let acquire = |now: &str| call("acquire", &["--limits", specs, "--now-ms", now, "--json"]);
+    let decision = |now: &str, code: i32| {
+        let out = acquire(now);
+        assert_eq!(out.status.code(), Some(code), "at {now}: {}", stderr(&out));
+        stdout(&out)
+    };
+    // remaining is the smallest over the limits, reset_after the largest: the
+    // bucketed window holds a permit of bucket 0 until 9,999 + 60,000.
+    assert_eq!(
+        decision("1000", 0),
+        "{\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_after_ms\":68999,\"now_ms\":1000}\n"
+    );
+    assert_eq!(decision("1001", 0).matches("\"remaining\":0").count(), 1);
+    // The log is full until its permit of 1,000 expires at 2,000.
+    assert_eq!(
+        decision("1002", 1),
+        "{\"allowed\":false,\"remaining\":0,\"retry_after_ms\":998,\"reset_after_ms\":68997,\"now_ms\":1002,\"denied_by\":0}\n"
+    );
+    // That denial recorded nothing in the bucketed window: it admits a third.
+    decision("2500", 0);
+    // Now the bucketed window is full, until bucket 0 expires at 69,999.
+    let out = decision("3000", 1);
+    assert!(
+        out.starts_with("{\"allowed\":false,\"remaining\":0,\"retry_after_ms\":66999,")
+            && out.ends_with(",\"denied_by\":1}\n"),
+        "{out}"
+    );
+    let text = call("peek", &["--limits", specs, "--now-ms", "3000"]);
+    assert_eq!(text.status.code(), Some(1));
+    assert!(
+        stdout(&text)
+            .starts_with("denied by limits[1] (cost 1): 0 remaining, retry after 66999 ms"),
+        "{}",
+        stdout(&text)
+    );
+
+    // reset forgets every limit's key.
+    let out = call("reset", &["--limits", specs, "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{{\"reset\":true,\"keys\":[\"{ns}:{{geocode:t}}:log:1000\",\"{ns}:{{geocode:t}}:bucketed:60000:6\"]}}\n"
+        )
+    );
+    decision("3001", 0);
+
+    // Core checks every value and names the limit; the syntax is the
+    // command's own; --limits replaces the single-limit options.
+    for (specs, expected) in [
+        (
+            "sliding_log:2/1000,sliding_log:0/10",
+            "limits[1].limit: must be at least 1",
+        ),
+        (
+            "sliding_log:2/1000,sliding_log:x/10",
+            "limits[1].limit: must be a decimal integer",
+        ),
+        (
+            "sliding_log:2/1000,fixed:2/10",
+            "limits[1].algorithm: must be",
+        ),
+        (
+            "sliding_log:2",
+            "limits: expected ALGORITHM:LIMIT/WINDOW_MS[/BUCKETS], got \"sliding_log:2\"",
+        ),
+    ] {
+        let out = call("acquire", &["--limits", specs]);
+        assert_eq!(out.status.code(), Some(11), "{specs}: {}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with(&format!("error: invalid_argument: {expected}")),
+            "{specs}: {}",
+            stderr(&out)
+        );
+        assert!(out.stdout.is_empty());
+    }
+    for extra in [
+        ["--limit", "2"],
+        ["--window-ms", "1000"],
+        ["--buckets", "6"],
+    ] {
+        let mut args = vec!["--limits", specs];
+        args.extend(extra);
+        let out = call("acquire", &args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: a usage error");
+        assert!(
+            stderr(&out).contains("cannot be used with"),
+            "{}",
+            stderr(&out)
+        );
     }
 }

@@ -207,6 +207,29 @@ fn a_stopped_redis_is_unavailable_within_the_timeout() {
     assert_eq!(refused.err().unwrap().code(), ErrorCode::Unavailable);
 }
 
+/// The helper that starts and restarts the fault tests' servers: a port that
+/// another process holds is a clear failure, never that process taken for ours.
+#[test]
+fn own_redis_fails_clearly_on_a_port_another_process_holds() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let started = std::panic::catch_unwind(|| {
+        OwnRedis::start_args(port, vec!["--port".to_owned(), port.to_string()])
+    });
+    let message = match started {
+        Ok(_) => panic!("a redis-server was taken as started on a port a listener holds"),
+        Err(payload) => payload
+            .downcast_ref::<String>()
+            .cloned()
+            .unwrap_or_default(),
+    };
+    assert!(
+        message.contains(&format!("redis-server on port {port} exited")),
+        "{message}"
+    );
+    drop(listener);
+}
+
 #[test]
 fn a_server_that_never_answers_times_out_as_unavailable() {
     // Accepts connections and never replies: the per-call timeout must end the wait.

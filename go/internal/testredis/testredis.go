@@ -128,7 +128,9 @@ func (s *Server) Start() {
 	defer c.Close()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		err := c.Ping(context.Background()).Err()
+		// The server answering must be this process: another may have taken
+		// the port between the kernel choosing it (or Stop) and now.
+		err := s.answersAsOwnPid(c)
 		if err == nil {
 			return
 		}
@@ -139,6 +141,20 @@ func (s *Server) Start() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+func (s *Server) answersAsOwnPid(c *redis.Client) error {
+	info, err := c.Info(context.Background(), "server").Result()
+	if err != nil {
+		return err
+	}
+	want := "process_id:" + strconv.Itoa(s.cmd.Process.Pid)
+	for _, line := range strings.Split(info, "\n") {
+		if strings.TrimSpace(line) == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("another process answers on %s (no %q in INFO server)", s.Addr, want)
 }
 
 // Stop kills the server by its pid (SIGKILL: a crash, nothing is saved) and

@@ -85,19 +85,32 @@ impl OwnRedis {
     }
 
     /// Starts the server again, same port and options, empty (nothing is saved).
+    /// Returns once the server's own log says it listens: a connection alone
+    /// could reach another process that took the port meanwhile.
     pub fn restart(&mut self) {
         self.stop();
+        let log = self.dir.join("redis.log");
+        let _ = std::fs::remove_file(&log);
         let mut child = std::process::Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .args(&self.args)
             .arg("--dir")
             .arg(&self.dir)
+            .arg("--logfile")
+            .arg(&log)
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("start redis-server (scripts/deps.sh installs it)");
-        // A listening socket is enough: an empty server is ready when it listens.
-        for _ in 0..200 {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+        let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
+        for _ in 0..400 {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "redis-server on port {} exited ({status}); its log:\n{}",
+                    self.port,
+                    read_log()
+                );
+            }
+            if read_log().contains("Ready to accept connections") {
                 self.child = Some(child);
                 return;
             }
@@ -105,7 +118,11 @@ impl OwnRedis {
         }
         let _ = child.kill();
         let _ = child.wait();
-        panic!("redis-server on port {} did not come up", self.port);
+        panic!(
+            "redis-server on port {} did not come up in 10 s; its log:\n{}",
+            self.port,
+            read_log()
+        );
     }
 
     pub fn url(&self) -> String {
