@@ -6,9 +6,11 @@
 //! 12 unavailable, 13 script_error, 14 wrong_type, 15 malformed_reply,
 //! 16 permission_denied, 17 internal).
 
+mod decision_json;
 mod simulate;
 
 use clap::{Args, Parser, Subcommand};
+use decision_json::decision_json;
 use slidelimit::{blocking, Algorithm, Decision, Error, ErrorCode, Limit, Options, Policy};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -185,17 +187,14 @@ impl Target {
 /// value is then core's to check (`limits[1].window_ms: ...`).
 fn parse_limits(specs: &[String]) -> slidelimit::Result<Vec<Limit>> {
     let count = specs.len();
-    let number = |field: &'static str, text: &str, index: usize| -> slidelimit::Result<u64> {
-        if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
-            if let Ok(n) = text.parse() {
-                return Ok(n);
-            }
-        }
-        Err(Error::invalid(
+    // Digits only: u64's parse alone would also take a leading '+'.
+    let number = |field: &'static str, text: &str, index: usize| match text.parse() {
+        Ok(n) if !text.starts_with('+') => Ok(n),
+        _ => Err(Error::invalid(
             field,
             format!("must be a decimal integer below 2^64, got {text:?}"),
         )
-        .for_limit(index, count))
+        .for_limit(index, count)),
     };
     specs
         .iter()
@@ -223,17 +222,6 @@ fn parse_limits(specs: &[String]) -> slidelimit::Result<Vec<Limit>> {
             })
         })
         .collect()
-}
-
-fn decision_json(d: &Decision) -> String {
-    let denied_by = match d.denied_by {
-        Some(index) => format!(",\"denied_by\":{index}"),
-        None => String::new(),
-    };
-    format!(
-        "{{\"allowed\":{},\"remaining\":{},\"retry_after_ms\":{},\"reset_after_ms\":{},\"now_ms\":{}{denied_by}}}",
-        d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms, d.now_ms
-    )
 }
 
 fn decision_text(d: &Decision, cost: u64) -> String {
@@ -274,7 +262,8 @@ fn call(args: &CallArgs, peek: bool) -> Result<ExitCode, Failure> {
 fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
     let t = &args.target;
     let tenant = t.tenant()?;
-    // The key does not depend on the limit; 1 is always valid.
+    // The keys do not depend on the limit; 1 is always valid (--limits
+    // brings its own).
     let limiter = t.connect(1)?;
     limiter.reset(tenant)?;
     let keys = limiter.policy().keys(tenant)?;

@@ -7,8 +7,12 @@
 //! tokio runtime (`load` spawns its callers there as tasks) before the next
 //! line is read, so replies come in request order.
 
+#[path = "../decision_json.rs"]
+mod decision_json;
+
+use decision_json::decision_json;
 use serde_json::{Map, Value};
-use slidelimit::{slot, Algorithm, Decision, Error, Limit, Limiter, Options, Policy};
+use slidelimit::{slot, Algorithm, Error, Limit, Limiter, Options, Policy};
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -59,19 +63,6 @@ fn error_line(e: &Error) -> String {
 
 fn protocol_line(p: &Protocol) -> String {
     format!("{{\"error\":\"protocol\",\"message\":{}}}", json_str(&p.0))
-}
-
-/// The decision in the one byte form of docs/driver.md (`denied_by` only
-/// when the decision names a limit).
-fn decision_line(d: &Decision) -> String {
-    let denied_by = d
-        .denied_by
-        .map(|p| format!(",\"denied_by\":{p}"))
-        .unwrap_or_default();
-    format!(
-        "{{\"allowed\":{},\"remaining\":{},\"retry_after_ms\":{},\"reset_after_ms\":{},\"now_ms\":{}{denied_by}}}",
-        d.allowed, d.remaining, d.retry_after_ms, d.reset_after_ms, d.now_ms
-    )
 }
 
 const OK: &str = "{\"ok\":true}";
@@ -333,7 +324,7 @@ impl Driver {
                 Some(now_ms) => limiter.peek_at(tenant, cost.unwrap_or(1), now_ms).await,
             },
         }?;
-        Ok(decision_line(&decision))
+        Ok(decision_json(&decision))
     }
 
     async fn reset(&self, f: &Fields<'_>) -> OpResult {
