@@ -61,13 +61,37 @@ if now == '' then
   now = string.format('%d', t[1] * 1000 + math.floor(t[2] / 1000))
 end
 
+-- A key of the wrong type or with foreign data is named with its limit's
+-- position, key and algorithm ('WRONGTYPE slidelimit limits[0] key K
+-- (sliding_log): ...', 0-based like core's field names): without it the
+-- caller could only guess which key to delete. Any other error is raised
+-- again as it would have been uncaught (level 0: no position added).
 local function run(i, writing)
   local algorithm = ARGV[4 * i - 1]
   local args = {ARGV[4 * i], ARGV[4 * i + 1], cost, now}
   if algorithm == 'bucketed_window' then
     args[5] = ARGV[4 * i + 2]
   end
-  return checks[algorithm]({KEYS[i]}, args, not writing)
+  local ok, r = pcall(checks[algorithm], {KEYS[i]}, args, not writing)
+  local text = r
+  if type(r) == 'table' then
+    text = r.err
+  end
+  if type(text) == 'string' and string.find(text, 'WRONGTYPE', 1, true) then
+    return redis.error_reply(string.format('WRONGTYPE slidelimit limits[%d] key %s (%s): %s',
+      i - 1, KEYS[i], algorithm, text))
+  end
+  if not ok then
+    -- Redis 7's pcall hands a failed command's error back as its text
+    -- ('READONLY You can't write ...'): raised as a table again, it keeps its
+    -- code (a string would become 'ERR READONLY ...'). Redis 6 raises strings
+    -- only, and a Lua error is a string that starts with its position.
+    if redis.REDIS_VERSION_NUM and type(r) == 'string' and string.find(r, '^%u+ ') then
+      error({err = r}, 0)
+    end
+    error(r, 0)
+  end
+  return r
 end
 
 -- First every limit reads and decides, writing nothing; then, only if all

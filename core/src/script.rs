@@ -201,8 +201,8 @@ impl ScriptCall {
     }
 
     /// The first key and its algorithm: what an error about the call's data
-    /// (WRONGTYPE) names. For several limits the reply does not say which
-    /// key was at fault, so the first limit's is named.
+    /// (WRONGTYPE) names. For several limits the multi-limit script's reply
+    /// names the limit at fault, and core's error table takes that instead.
     pub fn first_key(&self) -> (&str, Algorithm) {
         let key = self.keys.first().map_or("", String::as_str);
         let algorithm = match self.script.kind {

@@ -110,20 +110,48 @@ fn final_error(row: Row, reply: &str, call: Option<(&str, Algorithm)>) -> Error 
             ErrorCode::Unavailable,
             format!("redis unavailable: {reply}"),
         ),
-        Row::WrongType => match call {
-            Some((key, algorithm)) => Error::new(
-                ErrorCode::WrongType,
-                format!(
-                    "key {key} holds a value the {} algorithm does not use \
-                     (another program's key, or the other algorithm's): {reply}",
-                    algorithm.as_str()
+        Row::WrongType => {
+            // The multi-limit script names the limit at fault; the call's own
+            // key would be its first limit's, perhaps a sound one.
+            let (position, call) = match limit_named_in(reply) {
+                Some((position, key, algorithm)) => (Some(position), Some((key, algorithm))),
+                None => (None, call),
+            };
+            match call {
+                Some((key, algorithm)) => Error::new(
+                    ErrorCode::WrongType,
+                    format!(
+                        "{}key {key} holds a value the {} algorithm does not use \
+                         (another program's key, or the other algorithm's): {reply}",
+                        position.map_or(String::new(), |i| format!("limits[{i}]: ")),
+                        algorithm.as_str()
+                    ),
                 ),
-            ),
-            None => Error::new(ErrorCode::WrongType, reply),
-        },
+                None => Error::new(ErrorCode::WrongType, reply),
+            }
+        }
         Row::PermissionDenied => Error::new(ErrorCode::PermissionDenied, reply),
         Row::InvalidArgument => invalid_argument(&reply[INVALID_ARGUMENT_REPLY.len()..]),
     }
+}
+
+/// How lua/multi_limit.lua names the limit whose key failed:
+/// `WRONGTYPE slidelimit limits[<i>] key <key> (<algorithm>): <the error>`.
+const LIMIT_NAMED: &str = "WRONGTYPE slidelimit limits[";
+
+/// The 0-based position, key and algorithm a multi-limit WRONGTYPE names.
+/// Keys hold no spaces (core escapes them in tenants and refuses them in
+/// names), so the key ends at the first one.
+fn limit_named_in(reply: &str) -> Option<(usize, &str, Algorithm)> {
+    let rest = &reply[reply.find(LIMIT_NAMED)? + LIMIT_NAMED.len()..];
+    let (position, rest) = rest.split_once("] key ")?;
+    let (key, rest) = rest.split_once(" (")?;
+    let (algorithm, _) = rest.split_once("): ")?;
+    Some((
+        position.parse().ok()?,
+        key,
+        Algorithm::parse(algorithm).ok()?,
+    ))
 }
 
 /// `<field>: <problem>` from a script: core's error for that field. A field
@@ -218,6 +246,37 @@ mod tests {
         };
         assert!(e.message().contains(counter), "{e}");
         assert!(e.message().contains("the sliding_counter algorithm"), "{e}");
+    }
+
+    #[test]
+    fn a_multi_limit_wrongtype_names_the_limit_at_fault() {
+        let second = "rl:{geocode:t-1}:bucketed_window:60000:60";
+        for inner in [
+            "WRONGTYPE slidelimit: the key holds data slidelimit did not write (...)",
+            "WRONGTYPE Operation against a key holding the wrong kind of value",
+        ] {
+            let reply =
+                format!("WRONGTYPE slidelimit limits[1] key {second} (bucketed_window): {inner}");
+            // The call's first key is what a binding passes; the reply wins.
+            let e = fail(&reply);
+            assert_eq!((e.code(), e.field()), (ErrorCode::WrongType, None));
+            assert!(
+                e.message().starts_with(&format!(
+                    "limits[1]: key {second} holds a value the bucketed_window algorithm does not use"
+                )),
+                "{e}"
+            );
+            assert!(e.message().ends_with(&reply), "{e}");
+        }
+        // Not the script's form: the call's key, as for one limit.
+        for reply in [
+            "WRONGTYPE slidelimit limits[x] key k (sliding_log): WRONGTYPE",
+            "WRONGTYPE slidelimit limits[1] key k (fixed_window): WRONGTYPE",
+            "WRONGTYPE slidelimit limits[1] key",
+        ] {
+            let e = fail(reply);
+            assert!(e.message().starts_with(&format!("key {KEY} holds")), "{e}");
+        }
     }
 
     #[test]

@@ -88,6 +88,7 @@ class TestSidekiq < Minitest::Test
     assert_equal 0, @redis.llen("test:bodies"), "the body must not run while the limiter is unavailable"
     @outage_redis = Process.spawn("redis-server", "--port", @outage_port.to_s, "--bind", "127.0.0.1",
                                   "--save", "", "--appendonly", "no", out: File::NULL, err: File::NULL)
+    wait_for_own_outage_redis
     wait_for("the job body", 60) { @redis.llen("test:bodies") >= 1 }
     sleep 1
     runs = @redis.lrange("test:runs", 0, -1).map { |l| JSON.parse(l) }
@@ -112,6 +113,25 @@ class TestSidekiq < Minitest::Test
         flunk "timed out waiting for #{what}; sidekiq log:\n#{File.exist?(@log) ? File.read(@log)[-4000..] || File.read(@log) : '(none)'}"
       end
       sleep 0.05
+    end
+  end
+
+  # The port was free when picked: the server on it must be the one spawned
+  # here (INFO process_id), or the test would end another process's outage.
+  def wait_for_own_outage_redis
+    wait_for("the outage redis-server on port #{@outage_port}", 30) do
+      if Process.wait(@outage_redis, Process::WNOHANG)
+        @outage_redis = nil
+        flunk "the outage redis-server exited: port #{@outage_port} was taken meanwhile?"
+      end
+      begin
+        probe = Redis.new(host: "127.0.0.1", port: @outage_port, timeout: 0.5)
+        probe.info("server")["process_id"].to_i == @outage_redis
+      rescue Redis::BaseConnectionError
+        false
+      ensure
+        probe&.close
+      end
     end
   end
 

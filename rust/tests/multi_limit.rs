@@ -103,19 +103,28 @@ proptest! {
     }
 }
 
+/// The second limit of the policies below: 4 per 10 s in 10 buckets.
+fn bucketed_4_per_10s() -> Limit {
+    let mut bucketed = Limit::new(Algorithm::BucketedWindow, 4, 10_000);
+    bucketed.buckets = Some(10);
+    bucketed
+}
+
+/// `first` then that bucketed window in one policy: its keys for tenant "t"
+/// and a limiter on the test Redis.
+fn first_then_bucketed(namespace: &str, first: Limit) -> (Vec<String>, blocking::Limiter) {
+    let policy = Policy::with_limits(namespace, "api", &[first, bucketed_4_per_10s()]).unwrap();
+    let keys = policy.keys("t").unwrap();
+    let limiter = blocking::Limiter::connect(&redis_url(), policy, Options::default()).unwrap();
+    (keys, limiter)
+}
+
 #[test]
 fn a_denial_records_in_no_limit_and_reset_deletes_every_key() {
     let namespace = unique_namespace("multi-keys");
-    let mut bucketed = Limit::new(Algorithm::BucketedWindow, 4, 10_000);
-    bucketed.buckets = Some(10);
-    let policy = Policy::with_limits(
-        &namespace,
-        "api",
-        &[Limit::new(Algorithm::SlidingLog, 2, 1000), bucketed],
-    )
-    .unwrap();
-    let keys = policy.keys("t").unwrap();
-    let limiter = blocking::Limiter::connect(&redis_url(), policy, Options::default()).unwrap();
+    let bucketed = bucketed_4_per_10s();
+    let (keys, limiter) =
+        first_then_bucketed(&namespace, Limit::new(Algorithm::SlidingLog, 2, 1000));
     let mut raw = common::raw_connection();
     let t0 = 1_700_000_000_000;
     assert!(limiter.acquire_at("t", 2, t0).unwrap().allowed);
@@ -136,6 +145,77 @@ fn a_denial_records_in_no_limit_and_reset_deletes_every_key() {
     limiter.reset("t").unwrap();
     let left: u64 = redis::cmd("EXISTS").arg(&keys).query(&mut raw).unwrap();
     assert_eq!(left, 0, "reset deletes every limit's key");
+}
+
+/// A foreign value on the second limit's key: the error names that limit and
+/// key (not the first, sound one), whether the script refused the data or
+/// Redis refused the type, and the first limit's count is left as it was.
+#[test]
+fn a_foreign_key_is_named_with_its_limit() {
+    let (keys, limiter) = first_then_bucketed(
+        &unique_namespace("multi-foreign"),
+        Limit::new(Algorithm::SlidingLog, 3, 10_000),
+    );
+    let mut raw = common::raw_connection();
+    let t0 = 1_700_000_000_000;
+    assert!(limiter.acquire_at("t", 1, t0).unwrap().allowed);
+    let foreign: [(&str, &[&str]); 2] = [
+        // Refused by the script: a string that is no bucketed header.
+        ("SET", &["not slidelimit's", "PX", "60000"]),
+        // Refused by Redis: GETRANGE on a hash.
+        ("HSET", &["field", "value"]),
+    ];
+    for (command, args) in foreign {
+        let _: () = redis::cmd("DEL").arg(&keys[1]).query(&mut raw).unwrap();
+        let _: () = redis::cmd(command)
+            .arg(&keys[1])
+            .arg(args)
+            .query(&mut raw)
+            .unwrap();
+        let _: () = redis::cmd("PEXPIRE")
+            .arg(&keys[1])
+            .arg(60_000)
+            .query(&mut raw)
+            .unwrap();
+        let e = limiter.acquire_at("t", 1, t0 + 1).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::WrongType, "{command}: {e}");
+        let named = format!(
+            "limits[1]: key {} holds a value the bucketed_window algorithm does not use",
+            keys[1]
+        );
+        assert!(e.message().starts_with(&named), "{command}: {e}");
+        let log_len: u64 = redis::cmd("LLEN").arg(&keys[0]).query(&mut raw).unwrap();
+        assert_eq!(
+            log_len, 1,
+            "{command}: the sound limit recorded nothing more"
+        );
+    }
+    let _: () = redis::cmd("DEL").arg(&keys).query(&mut raw).unwrap();
+}
+
+/// The multi-limit script catches a limit's error to name a WRONGTYPE; any
+/// other error must reach the caller as it would uncaught. A read-only
+/// replica refuses the first write: the call fails with the code the same
+/// limit alone gets (`unavailable` from Redis 7's `READONLY`).
+#[test]
+fn a_refused_write_fails_as_for_one_limit() {
+    let nobody = common::free_port().to_string();
+    let own = OwnRedis::start_with(&["--replicaof", "127.0.0.1", &nobody]);
+    let log = Limit::new(Algorithm::SlidingLog, 3, 10_000);
+    let bucketed = bucketed_4_per_10s();
+    let namespace = unique_namespace("multi-readonly");
+    let fail = |limits: &[Limit]| {
+        let policy = Policy::with_limits(&namespace, "api", limits).unwrap();
+        blocking::Limiter::connect(&own.url(), policy, Options::default())
+            .unwrap()
+            .acquire_at("t", 1, 1_700_000_000_000)
+            .unwrap_err()
+    };
+    let alone = fail(&[log]);
+    let both = fail(&[log, bucketed]);
+    assert!(alone.message().contains("READONLY"), "{alone}");
+    assert!(both.message().contains("READONLY"), "{both}");
+    assert_eq!(both.code(), alone.code(), "{both} / {alone}");
 }
 
 #[test]
