@@ -17,6 +17,7 @@ from slidelimit import (
     Limit,
     Limiter,
     Policy,
+    WrongType,
     slot,
 )
 
@@ -179,6 +180,21 @@ def test_all_or_none_and_denied_by_on_redis(r: redis.Redis, resource: str) -> No
     # reset deletes every limit's key.
     limiter.reset("t")
     assert r.exists(log, bucketed) == 0
+
+
+def test_a_foreign_key_is_named_with_its_limit(r: redis.Redis, resource: str) -> None:
+    policy = two(resource)
+    keys = policy.keys("t")
+    limiter = Limiter(r, policy)
+    assert limiter.acquire_at("t", T0, 1).allowed
+    r.set(keys[1], "not slidelimit's", px=60_000)
+    with pytest.raises(WrongType) as info:
+        limiter.acquire_at("t", T0 + 1, 1)
+    # The second limit's key, never the first (sound) one's.
+    named = f"limits[1]: key {keys[1]} holds a value the bucketed_window algorithm"
+    assert info.value.message.startswith(named), info.value.message
+    assert r.llen(keys[0]) == 1
+    r.delete(*keys)
 
 
 def test_server_time_and_reset_delete_every_key(r: redis.Redis, resource: str) -> None:
