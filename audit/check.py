@@ -20,8 +20,11 @@ before its own now) counts as inconsistent.
 
 Exit status 1 when any (t - W, t] holds more than N admissions, when a call
 failed, when a decision is inconsistent (allowed with a retry hint, denied
-without one), when a language made no attempt or got no permit, or when the
-whole run never filled a window (the audit then proved nothing). With
+without one), when a language made no attempt or got no permit (the latter
+only when the run admitted at least MIN_PERMITS_PER_LANGUAGE = 50 per
+language: fewer cannot go round, and a language left out is then printed as
+a note), or when the whole run never filled a window (the audit then proved
+nothing). With
 --report-only (the sliding counter, which is approximate by design) only
 errors, inconsistent lines and idle languages fail; the overshoot is reported.
 With --max-errors E (a run with a Cluster failover) a language may surface
@@ -34,6 +37,13 @@ import argparse
 import json
 import sys
 from collections import OrderedDict
+
+
+# Below this many admissions per language a language may go without a permit:
+# the drivers' shares differ (Ruby's was 2 % of some runs), so a run of few
+# permits can leave one out by chance. At 50 each, a 2 % share misses all of
+# them with odds of about 1 in 1,200 (0.98^350, seven languages).
+MIN_PERMITS_PER_LANGUAGE = 50
 
 
 def largest_rolling_count(times, window_ms):
@@ -112,6 +122,7 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
     merged = sorted(t for lang in langs.values() for t in times(lang))
     overall, at = largest_rolling_count(merged, window_ms)
 
+    idle = []
     head = f"{'lang':<12} {'attempts':>9} {'allowed':>8} {'denied':>9} {'errors':>7} {'largest rolling':>16}"
     print(head)
     rows = {}
@@ -136,8 +147,10 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
         if lang.inconsistent:
             what = "retry_after_ms or reset_after_ms" if recorded else "retry_after_ms"
             problems.append(f"{name}: {lang.inconsistent} decision(s) with an inconsistent {what}")
-        if lang.attempts == 0 or not lang.allowed:
-            problems.append(f"{name}: no permit admitted: this language took no part in the run")
+        if lang.attempts == 0:
+            problems.append(f"{name}: no attempt logged: this language took no part in the run")
+        elif not lang.allowed:
+            idle.append(name)
 
     total = sum(r["attempts"] for r in rows.values())
     span = (merged[-1] - merged[0]) if merged else 0
@@ -169,6 +182,17 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
         print(f"errors surfaced per process: at most {worst}, bound {max_errors}")
     if not langs:
         problems.append("no decision logged at all")
+    # A language without a permit took no part in sharing the budget, unless
+    # the run had too few permits to go round (a limit of 1, say).
+    enough = len(merged) >= MIN_PERMITS_PER_LANGUAGE * len(langs)
+    for name in idle:
+        if enough:
+            problems.append(f"{name}: no permit admitted: this language took no part in the run")
+        else:
+            print(
+                f"note: {name}: no permit admitted; reported, not failed: the run admitted "
+                f"{len(merged)} for {len(langs)} languages, fewer than {MIN_PERMITS_PER_LANGUAGE} each"
+            )
     if not report_only:
         if overall > limit:
             of = " of recorded times" if recorded else ""

@@ -84,8 +84,20 @@ class Check(unittest.TestCase):
         )
         self.assertEqual(status, 1)
         self.assertIn("node: 1 call(s) failed (1 unavailable)", out)
-        self.assertIn("node: no permit admitted", out)
         self.assertIn("go: 1 decision(s) with an inconsistent retry_after_ms", out)
+
+    def test_a_language_without_a_permit_fails_when_there_were_enough(self):
+        # 150 admissions for three languages (50 each), two per window of
+        # 100 ms, all rust's and go's; node only denied.
+        lines = [line("rust" if i % 2 else "go", True, 50 * i) for i in range(150)]
+        lines += [line("node", False, 50 * i + 1) for i in range(150)]
+        status, out, _ = self.run_check(lines)
+        self.assertEqual(status, 1, out)
+        self.assertIn("node: no permit admitted: this language took no part in the run", out)
+        # One admission fewer: too few to go round; node is a note.
+        status, out, _ = self.run_check(lines[1:])
+        self.assertEqual(status, 0, out)
+        self.assertIn("note: node: no permit admitted; reported, not failed: the run admitted 149", out)
 
     def test_errors_within_the_failover_bound_pass_and_beyond_it_fail(self):
         lines = [

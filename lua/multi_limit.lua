@@ -52,8 +52,12 @@ for i = 1, n do
     return invalid_argument('buckets', 'only the bucketed_window algorithm has buckets')
   end
 end
--- One clock for every limit: the server's, read once.
-if now == '' then
+-- One clock for every limit: the server's, read once. Each limit's script
+-- then sees a caller time; server_now tells it the time is the server's, so
+-- its key gets no caller-clock margin (docs/protocol.md, "Key expiry and
+-- caller clocks").
+local server_now = now == ''
+if server_now then
   if redis.replicate_commands then
     redis.replicate_commands()
   end
@@ -68,7 +72,7 @@ end
 -- again as it would have been uncaught (level 0: no position added).
 local function run(i, writing)
   local algorithm = ARGV[4 * i - 1]
-  local args = {ARGV[4 * i], ARGV[4 * i + 1], cost, now}
+  local args = {ARGV[4 * i], ARGV[4 * i + 1], cost, now, server_now = server_now}
   if algorithm == 'bucketed_window' then
     args[5] = ARGV[4 * i + 2]
   end

@@ -131,7 +131,9 @@ if count + cost <= limit then
         left = left - n
       end
     end
-    redis.call('PEXPIRE', key, format('%d', ttl))
+    -- With caller time the key outlives its writer's clock by one window on
+    -- the server's (docs/protocol.md, "Key expiry and caller clocks").
+    redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + window))
   end
   return {1, limit - count - cost, 0, ttl, now}
 end

@@ -11,6 +11,9 @@
 #                      # bucketed window, uniform, 3 windows, standalone,
 #                      # Cluster, Cluster + failover; then the bucketed
 #                      # window on clocks skewed ±50 ms, standalone (~12 s);
+#                      # then both exact algorithms at limit 3 per 1.5 s on
+#                      # clocks skewed ±200 ms, where keys go idle between
+#                      # admissions (the caller-time TTL margin, ~18 s);
 #                      # then a policy of several limits and the log with
 #                      # the local deny cache on, standalone and Cluster
 #   make bench-flood   # the deny cache's figure: Redis calls per attempt
@@ -38,6 +41,8 @@ test-audit: audit-deps
 		--targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:uniform --out .tmp/audit-short
 	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms $(AUDIT_SKEW_MS) \
 		--targets standalone --runs bucketed:uniform --out .tmp/audit-short
+	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms 200 --limit 3 --window-ms 1500 \
+		--targets standalone --runs log:uniform,bucketed:uniform --out .tmp/audit-short-sparse
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 4 $(AUDIT_DRIVER_FLAG) --deny-cache --jitter-ms 20 \
 		--targets standalone,cluster --runs multi:uniform,log:uniform --out .tmp/audit-short-cache
 

@@ -77,12 +77,23 @@ struct Args {
     now: u64,
     /// The engine's clock, for key expiry only.
     clock: u64,
+    /// Whether `now` is the caller's: then the exact algorithms' keys get one
+    /// window more (docs/protocol.md, "Key expiry and caller clocks").
+    caller_time: bool,
 }
 
 impl Args {
     /// Where a key given `PEXPIRE ttl` now expires, on the engine's clock.
     fn expires_at(&self, ttl: u64) -> u64 {
         self.clock.saturating_add(ttl)
+    }
+
+    /// Where the log's or the bucketed window's key expires after a write
+    /// whose time-to-nothing-counts is `ttl` (relative to `now`), as their
+    /// scripts set it: with caller time, one window later.
+    fn exact_expires_at(&self, ttl: u64) -> u64 {
+        let margin = if self.caller_time { self.window } else { 0 };
+        self.expires_at(ttl.saturating_add(margin))
     }
 }
 
@@ -154,6 +165,7 @@ fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
         cost,
         now: now.unwrap_or(clock_ms),
         clock: clock_ms,
+        caller_time: now.is_some(),
     })
 }
 
@@ -382,7 +394,9 @@ fn run_multi(state: &mut State, call: &ScriptCall, clock_ms: u64, write: bool) -
     let mut checked = Vec::with_capacity(call.keys.len());
     for i in 0..call.keys.len() {
         let (algorithm, single) = limit_call(i)?;
-        let args = parse_args(&single, clock_ms)?;
+        let mut args = parse_args(&single, clock_ms)?;
+        // The script reads the server's clock once and tells each limit.
+        args.caller_time = !call.args[1].is_empty();
         let d = run_one(state, algorithm, &single.keys[0], &args, false)?;
         if !d.allowed {
             decision.allowed = false;
@@ -445,7 +459,7 @@ fn sliding_log(
                 Some((ts, n)) if *ts == r => *n += a.cost,
                 _ => runs.push_back((r, a.cost)),
             }
-            entry.expires_at = a.expires_at(ttl);
+            entry.expires_at = a.exact_expires_at(ttl);
         }
         return Ok(Decision {
             allowed: true,
@@ -601,7 +615,7 @@ fn bucketed_window(
             *counts = counts.split_off(&first_live);
             *counts.entry(b).or_insert(0) += a.cost;
             *newest = t;
-            entry.expires_at = a.expires_at(ttl);
+            entry.expires_at = a.exact_expires_at(ttl);
         }
         return Ok(Decision {
             allowed: true,
@@ -1040,10 +1054,51 @@ mod tests {
         }
     }
 
+    /// A writer whose clock leads the server's by 200 ms fills the limit; a
+    /// caller on the server's clock must find those permits until they
+    /// expire on its own clock, 200 ms after the writer's. Without the caller
+    /// time margin the key was gone by then and it was admitted 3 more
+    /// (seen in a skewed-clock audit at limit 3).
+    #[test]
+    fn a_caller_time_key_outlives_a_leading_writers_clock() {
+        let bucketed =
+            Policy::with_buckets("rl", "geo", Algorithm::BucketedWindow, 3, 1500, Some(1500))
+                .unwrap();
+        for p in [policy(Algorithm::SlidingLog, 3, 1500), bucketed] {
+            let name = p.limits()[0].algorithm;
+            let e = MemoryEngine::new();
+            let d = e.check(&p, "t", 3, Some(CLOCK + 200), CLOCK, Mode::Acquire);
+            assert!(d.unwrap().allowed);
+            // At the server's CLOCK + 1600 the writer's clock is past its
+            // admissions' window (and the key's TTL of 1500 has run out on
+            // the server), but ours is not: they count until CLOCK + 1699.
+            let at = |clock: u64| e.check(&p, "t", 1, Some(clock), clock, Mode::Peek).unwrap();
+            let d = at(CLOCK + 1600);
+            assert!(!d.allowed, "{name:?}: {d:?}");
+            assert_eq!(d.retry_after_ms, 100, "{name:?}");
+            assert!(at(CLOCK + 1700).allowed, "{name:?}");
+            // With the server's clock there is no margin: the key is gone
+            // once its TTL of 1500 has run out, which a caller lagging by
+            // 1500 ms can tell (for it the permits would still count).
+            let e = MemoryEngine::new();
+            let d = e.check(&p, "t", 3, None, CLOCK, Mode::Acquire);
+            assert!(d.unwrap().allowed);
+            let lagging = |clock: u64| {
+                e.check(&p, "t", 1, Some(CLOCK + 1), clock, Mode::Peek)
+                    .unwrap()
+                    .allowed
+            };
+            assert!(!lagging(CLOCK + 1500), "{name:?}");
+            assert!(lagging(CLOCK + 1501), "{name:?}");
+        }
+    }
+
     #[test]
     fn keys_expire_on_the_clock_as_redis_does() {
+        // The log's 1000 ms to nothing counting, plus one window for caller
+        // time; the counter's 2W.
         for (algorithm, ttl) in [
-            (Algorithm::SlidingLog, 1000),
+            (Algorithm::SlidingLog, 2000),
             (Algorithm::SlidingCounter, 2000),
         ] {
             let e = MemoryEngine::new();

@@ -408,3 +408,86 @@ fn resp3_connections_decide_like_resp2() {
     resp3.reset("t").unwrap();
     assert!(resp2.acquire_at("t", 2, t + 20).unwrap().allowed);
 }
+
+/// The server's clock, in ms (Redis `TIME`).
+fn server_ms(con: &mut redis::Connection) -> u64 {
+    let (secs, micros): (u64, u64) = redis::cmd("TIME").query(con).unwrap();
+    secs * 1000 + micros / 1000
+}
+
+/// Caller clocks that disagree (docs/protocol.md, "Key expiry and caller
+/// clocks"): a writer whose clock leads the server's by 1,000 ms fills the
+/// limit. Its key's time-to-nothing-counts is 1,500 ms on its own clock, but
+/// for a caller on the server's clock the permits count 1,000 ms longer; the
+/// key must still be there then, or that caller is admitted over the limit
+/// (seen in a skewed-clock audit at limit 3). With the server's clock the
+/// key's TTL stays the exact 1,500 ms.
+#[test]
+fn a_leading_writers_key_outlives_its_clock_for_the_others() {
+    let bucketed = Policy::with_buckets(
+        &unique_namespace("rl"),
+        "geocode",
+        Algorithm::BucketedWindow,
+        3,
+        1500,
+        Some(15),
+    )
+    .unwrap();
+    let limiters = [
+        connect(policy(Algorithm::SlidingLog, 3, 1500)),
+        connect(bucketed),
+    ];
+    let mut raw = raw_connection();
+    let start = server_ms(&mut raw);
+    for limiter in &limiters {
+        assert!(limiter.acquire_at("t", 3, start + 1000).unwrap().allowed);
+    }
+    std::thread::sleep(Duration::from_millis(1700));
+    let now = server_ms(&mut raw);
+    // The writer's clock is past its permits' window (and past the key's TTL
+    // without the margin); the server's is not.
+    assert!(
+        now < start + 2400,
+        "the machine stalled for {} ms",
+        now - start
+    );
+    for limiter in &limiters {
+        let d = limiter.peek_at("t", 1, now).unwrap();
+        assert!(!d.allowed, "{:?}: {d:?}", limiter.policy().algorithm());
+    }
+    let server_time = connect(policy(Algorithm::SlidingLog, 3, 1500));
+    assert!(server_time.acquire("t").unwrap().allowed);
+    let key = server_time.policy().key("t").unwrap();
+    let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut raw).unwrap();
+    assert!((1..=1500).contains(&ttl), "server time: PTTL {ttl}");
+    // Several limits: the script reads the server's clock once and hands it
+    // to each limit as a time, which must not count as the caller's.
+    let mut bucketed = slidelimit::Limit::new(Algorithm::BucketedWindow, 3, 1500);
+    bucketed.buckets = Some(15);
+    let limits = [
+        slidelimit::Limit::new(Algorithm::SlidingLog, 3, 1500),
+        bucketed,
+    ];
+    for caller_time in [false, true] {
+        let multi = Policy::with_limits(&unique_namespace("rl"), "geocode", &limits).unwrap();
+        let keys = multi.keys("t").unwrap();
+        let multi = connect(multi);
+        let d = if caller_time {
+            multi.acquire_at("t", 1, server_ms(&mut raw)).unwrap()
+        } else {
+            multi.acquire("t").unwrap()
+        };
+        assert!(d.allowed);
+        for key in &keys {
+            let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut raw).unwrap();
+            // Time to nothing counts: W for the log, up to W + 99 (one
+            // bucket of 100 ms) for the bucketed window; W more with caller
+            // time (less the few ms the calls took).
+            let expected = if caller_time { 2900..=3099 } else { 1..=1599 };
+            assert!(
+                expected.contains(&ttl),
+                "caller time {caller_time}: {key} PTTL {ttl}"
+            );
+        }
+    }
+}
