@@ -554,14 +554,16 @@ func TestMemoryEngineExpiresKeysOnItsClockNotCallerTime(t *testing.T) {
 }
 
 func TestMemoryEngineKeyExpiresOnTheClock(t *testing.T) {
-	// Caller time 1000, clock 1,000,000: the key lives through clock + 60 s
-	// (Redis keeps a key through its expiry's millisecond), then is gone.
+	// Caller time 1000, clock 1,000,000: the key lives through clock + 120 s,
+	// 60 s until nothing counts plus one window for caller time
+	// (docs/protocol.md, "Key expiry and caller clocks"; Redis keeps a key
+	// through its expiry's millisecond), then is gone.
 	clock := time.UnixMilli(1_000_000)
 	l := newMemoryLimiter(t, testPolicy(t, slidelimit.SlidingLog, 1, 60_000), slidelimit.WithClock(func() time.Time { return clock }))
 	if d, err := l.AcquireAt(ctx, "A", 1, 1000); err != nil || !d.Allowed {
 		t.Fatalf("%+v %v", d, err)
 	}
-	clock = clock.Add(60_000 * time.Millisecond)
+	clock = clock.Add(120_000 * time.Millisecond)
 	if d, err := l.PeekAt(ctx, "A", 1, 1001); err != nil || d.Allowed {
 		t.Fatalf("at the expiry: %+v %v", d, err)
 	}

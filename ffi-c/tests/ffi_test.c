@@ -794,14 +794,16 @@ static void test_memory(const slidelimit_policy *p) {
   CHECK(slidelimit_memory_acquire(m2, one, S("A"), 1, AT(1001), CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 59999 && d.reset_after_ms == 59999 && d.now_ms == 1001);
-  /* NULL now_ms decides at the clock; the key lives through CLOCK + 60000. */
+  /* NULL now_ms decides at the clock. Written with caller time, the key lives
+   * through CLOCK + 120000: 60000 until nothing counts, plus one window
+   * (docs/protocol.md, "Key expiry and caller clocks"). */
   CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, NULL, CLOCK, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.now_ms == CLOCK);
-  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60000, &d, NULL, 0, NULL, NULL) ==
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 120000, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed);
-  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 60001, &d, NULL, 0, NULL, NULL) ==
+  CHECK(slidelimit_memory_peek(m2, one, S("A"), 1, AT(1001), CLOCK + 120001, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed);
   CHECK(slidelimit_memory_reset(m2, one, S("A"), &removed, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
