@@ -77,8 +77,14 @@ local function run(i, writing)
     args[5] = ARGV[4 * i + 2]
   end
   local ok, r = pcall(checks[algorithm], {KEYS[i]}, args, not writing)
+  -- The common path: a reply, or an error reply other than the foreign-data one.
   local text = r
-  if type(r) == 'table' then
+  if ok then
+    text = r.err
+    if not text then
+      return r
+    end
+  elseif type(r) == 'table' then
     text = r.err
   end
   if type(text) == 'string' and string.find(text, 'WRONGTYPE', 1, true) then

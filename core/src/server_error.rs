@@ -113,17 +113,16 @@ fn final_error(row: Row, reply: &str, call: Option<(&str, Algorithm)>) -> Error 
         Row::WrongType => {
             // The multi-limit script names the limit at fault; the call's own
             // key would be its first limit's, perhaps a sound one.
-            let (position, call) = match limit_named_in(reply) {
-                Some((position, key, algorithm)) => (Some(position), Some((key, algorithm))),
-                None => (None, call),
+            let (limit, call) = match limit_named_in(reply) {
+                Some((i, key, algorithm)) => (format!("limits[{i}]: "), Some((key, algorithm))),
+                None => (String::new(), call),
             };
             match call {
                 Some((key, algorithm)) => Error::new(
                     ErrorCode::WrongType,
                     format!(
-                        "{}key {key} holds a value the {} algorithm does not use \
+                        "{limit}key {key} holds a value the {} algorithm does not use \
                          (another program's key, or the other algorithm's): {reply}",
-                        position.map_or(String::new(), |i| format!("limits[{i}]: ")),
                         algorithm.as_str()
                     ),
                 ),
