@@ -78,6 +78,15 @@ def _load_lines(ctx, path):
     return lines
 
 
+# Bindings whose documented Redis client sends a check on a pooled connection
+# that sat idle through a restart without first noticing it is closed, and
+# (on purpose: a resent script could count twice) does not resend: redis-rb
+# 4.8 with reconnect_attempts 0 (docs/ruby.md). The other drivers' clients
+# check an idle connection before using it (redis-py, go-redis) or hold one
+# connection that reconnects, and no error is allowed them.
+STALE_CONNECTION_BINDINGS = {"ruby"}
+
+
 def restart_mid_run(ctx):
     """Callers in flight while their redis-server is killed and started again
     (empty, no script cache) on the same port: every failure is unavailable,
@@ -134,12 +143,18 @@ def restart_mid_run(ctx):
     down = restarted_at - stopped_at + recovered
     bound = concurrency * (down // (jitter // 8) + 5)
     ctx.check(len(errors) <= bound, f"{len(errors)} unavailable errors for a {down} ms outage (bound {bound})")
-    # Afterwards every call succeeds.
+    # Afterwards every call succeeds, but for a client that sends on an idle
+    # pooled connection without checking it first (STALE_CONNECTION_BINDINGS):
+    # there each connection idle through the restart fails once, with
+    # unavailable (at most one per caller of the first load).
     start = now_ms() + 50
     again = d.req(timeout_s=30, op="load", lang="faults", tenant="tenant-1", cost=1, concurrency=concurrency,
                   start_at_ms=start, end_at_ms=start + 400, ramp_ms=20, jitter_ms=jitter, out=out)
-    ctx.check(again.get("ok") is True and again.get("errors") == 0 and again.get("calls", 0) > 0,
-              f"a load after the restart: {again}")
+    stale = concurrency if d.binding in STALE_CONNECTION_BINDINGS else 0
+    codes = sorted({l.get("error") for l in _load_lines(ctx, out) if "error" in l})
+    ctx.check(again.get("ok") is True and again.get("calls", 0) > 0 and again.get("errors", 1) <= stale
+              and codes in ([], ["unavailable"]),
+              f"a load after the restart: {again}, error codes {codes} (at most {stale} unavailable allowed)")
     admin = server.client()
     ctx.check(admin("EXISTS", key) == 1 and admin("PTTL", key) > 0, f"{key} not recorded on the new server")
     ctx.check(command_calls(admin).get("eval", 0) >= 1, "the new server never got EVAL (the NOSCRIPT fallback)")
