@@ -15,7 +15,7 @@ BENCH_TARGETS :=
 DRIVER_TARGETS :=
 DIST_TEST_TARGETS :=
 
-.PHONY: all demo test deps build lint test-rust conformance conformance-lint bench bench-rust clean drivers
+.PHONY: all demo test deps build lint test-rust conformance conformance-random conformance-lint bench bench-rust clean drivers
 
 all: build
 
@@ -44,6 +44,19 @@ conformance-lint: deps
 conformance: drivers
 	scripts/with-redis.sh conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)
 
+# Random vectors (conformance/derive/random_vectors.py), every expectation
+# from the independent model, through every column: a fixed seed in make
+# test; a new seed looks where the scenarios did not, e.g.
+#   make conformance-random RANDOM_SEED=$$RANDOM RANDOM_COUNT=200
+RANDOM_SEED ?= 1
+RANDOM_COUNT ?= 40
+RANDOM_VECTORS := .tmp/random-vectors/seed-$(RANDOM_SEED)-$(RANDOM_COUNT).json
+conformance-random: drivers
+	mkdir -p .tmp/random-vectors
+	python3 conformance/derive/random_vectors.py --count $(RANDOM_COUNT) --seed $(RANDOM_SEED) --out $(RANDOM_VECTORS)
+	conformance/lint $(RANDOM_VECTORS)
+	scripts/with-redis.sh conformance/all $(RANDOM_VECTORS) $(CONFORMANCE_BINDINGS)
+
 bench-rust: deps
 	$(BENCH_RUST_CMD)
 
@@ -55,7 +68,7 @@ clean:
 
 -include mk/*.mk
 
-test: lint test-rust conformance-lint conformance $(TEST_TARGETS)
+test: lint test-rust conformance-lint conformance conformance-random $(TEST_TARGETS)
 	@echo "make test: all passed"
 
 bench: $(BENCH_TARGETS)
