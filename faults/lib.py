@@ -66,7 +66,7 @@ class Context:
         hello = session.req(op="hello")
         self.require(hello.get("ok") is True and isinstance(hello.get("binding"), str),
                      f"hello: {hello}")
-        session.binding = hello["binding"]
+        session.hello = hello
         return session
 
     def close(self):
@@ -82,7 +82,7 @@ class Session:
 
     def __init__(self, ctx, driver):
         self.ctx, self.driver = ctx, driver
-        self.binding = None  # hello's answer
+        self.hello = {}  # its answer to hello
 
     def req(self, timeout_s=60, **request):
         try:

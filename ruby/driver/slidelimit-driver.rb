@@ -278,7 +278,10 @@ module SlidelimitDriver
       op = req["op"]
       case op
       when "hello"
-        JSON.generate({ "ok" => true, "binding" => "ruby", "version" => Slidelimit.core_version })
+        # redis-rb 4.8 sends on a pooled connection idle through a restart
+        # without checking it (docs/driver.md, docs/ruby.md).
+        JSON.generate({ "ok" => true, "binding" => "ruby", "version" => Slidelimit.core_version,
+                        "stale_idle_connections" => true })
       when "store"
         store = SlidelimitDriver.open_store(req)
         drop
