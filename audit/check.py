@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""audit/check.py --limit N --window-ms W [--report-only] [--recorded] [--max-errors E] [--label TEXT] LOG...
+"""audit/check.py --limit N --window-ms W [--report-only] [--recorded [--reset-window-ms R]] [--max-errors E]
+                [--label TEXT] LOG...
 
 Merges the decision logs written by the audit workers (one JSON line per
 decision: {"lang", "allowed", "now_ms", "retry_after_ms", "reset_after_ms"},
@@ -17,6 +18,17 @@ way). The guarantee is about those, whatever the clocks: no [x, x + W) holds
 more than N. now_ms is then the caller's own clock, so its rolling count is
 printed for information only. An admission with reset_after_ms < W (recorded
 before its own now) counts as inconsistent.
+
+A policy of several limits (audit/run's multi on skewed clocks) replies with
+the largest reset_after_ms of its limits; audit/run makes that a log's, of
+window R. Then --reset-window-ms R places each admission at its recorded
+t = now_ms + reset_after_ms - R, for every limit: each evaluates at
+max(now, its newest admission) and every admission is recorded in all of
+them, so all record it at the same t, as long as no key expires while
+another lives on, which needs caller clocks less than the shortest window
+apart (docs/audit.md). A bucketed limit is then counted at t itself, not at
+its bucket's end: [t, t + W) lies within the time it holds the permit, so
+its count of t's may not exceed the limit either (the stricter check).
 
 Exit status 1 when any (t - W, t] holds more than N admissions, when a call
 failed, when a decision is inconsistent (allowed with a retry hint, denied
@@ -73,8 +85,8 @@ class Lang:
 
 def read_logs(paths, window_ms=None):
     """Per language (in order of first appearance): its Lang record. With
-    window_ms (--recorded), each admission's recorded time too, from its
-    reset_after_ms."""
+    window_ms (--recorded: the window whose reset_after_ms the decisions
+    carry), each admission's recorded time too, from its reset_after_ms."""
     langs = OrderedDict()
     for path in paths:
         with open(path, encoding="utf-8") as f:
@@ -222,6 +234,7 @@ def main(argv):
     parser.add_argument("--window-ms", type=int, required=True)
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--recorded", action="store_true")
+    parser.add_argument("--reset-window-ms", type=int, help="with --recorded: the window reset_after_ms is of")
     parser.add_argument("--max-errors", type=int, default=0)
     parser.add_argument("--label", default="")
     parser.add_argument("logs", nargs="+")
@@ -230,10 +243,12 @@ def main(argv):
         parser.error("--limit and --window-ms must be at least 1")
     if args.max_errors < 0:
         parser.error("--max-errors must not be negative")
+    if args.reset_window_ms is not None and not (args.recorded and args.reset_window_ms >= 1):
+        parser.error("--reset-window-ms needs --recorded and must be at least 1")
     if args.label:
         print(f"== {args.label}")
     problems, summary = check(
-        read_logs(args.logs, args.window_ms if args.recorded else None),
+        read_logs(args.logs, (args.reset_window_ms or args.window_ms) if args.recorded else None),
         args.limit,
         args.window_ms,
         args.report_only,

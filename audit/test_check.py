@@ -160,6 +160,34 @@ class Check(unittest.TestCase):
             self.run_check([admitted("rust", 0, 0), line("go", True, 50)], "--recorded")
         self.assertIn("not an audit line", str(e.exception))
 
+    def test_a_policy_of_several_limits_is_placed_by_its_longest_windows_reset(self):
+        # The decisions carry the reset of a 400 ms log; the limit checked is
+        # 2 per 100 ms. Recorded at 0, 100, 100, 210; by now_ms three fall in
+        # (20, 120].
+        lines = [
+            admitted("rust", 0, 0, window=400),
+            admitted("go", 70, 100, window=400),
+            admitted("rust", 90, 100, window=400),
+            admitted("go", 120, 210, window=400),
+        ]
+        status, out, summary = self.run_check(lines, "--recorded", "--reset-window-ms", "400")
+        self.assertEqual(status, 0, out)
+        self.assertEqual((summary["largest_rolling"], summary["largest_rolling_now_ms"]), (2, 3))
+        self.assertIn("(window ending at recorded time 100)", out)
+        status, out, _ = self.run_check(lines + [admitted("node", 150, 99, window=400)],
+                                        "--recorded", "--reset-window-ms", "400")
+        self.assertEqual(status, 1)
+        self.assertIn("OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", out)
+        # A reset under 400 ms would put its admission before its own now.
+        status, out, _ = self.run_check(lines + [line("node", True, 300, reset=399)],
+                                        "--recorded", "--reset-window-ms", "400")
+        self.assertEqual(status, 1)
+        self.assertIn("node: 1 decision(s) with an inconsistent retry_after_ms or reset_after_ms", out)
+        for flags in (["--reset-window-ms", "400"], ["--recorded", "--reset-window-ms", "0"]):
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
+                self.run_check(lines, *flags)
+            self.assertEqual(e.exception.code, 2, flags)
+
     def test_a_run_that_never_fills_a_window_proves_nothing(self):
         status, out, _ = self.run_check([line("rust", True, 0), line("go", True, 500)])
         self.assertEqual(status, 1)

@@ -37,9 +37,11 @@ FAKE = textwrap.dedent(
         r = json.loads(line)
         if r["op"] == "policy":
             policy = r
+            # A policy of several limits replies with its longest window's reset.
+            window = max(lim["window_ms"] for lim in r.get("limits", [r]))
         if r["op"] == "load":
             got = time.time_ns() // 1_000_000
-            path = os.path.join(os.environ["FAKE_DIR"], f"{name}.{policy['algorithm']}.load")
+            path = os.path.join(os.environ["FAKE_DIR"], f"{name}.{policy.get('algorithm', 'multi')}.load")
             with open(path, "w") as f:
                 json.dump(dict(r, received_ms=got, policy=policy), f)
             time.sleep(max(0, r["end_at_ms"] / 1000 - time.time()))
@@ -48,7 +50,7 @@ FAKE = textwrap.dedent(
                 for _ in range(int(os.environ.get("FAKE_ADMITS", "1"))):
                     f.write(json.dumps({"lang": r["lang"], "allowed": True, "now_ms": t,
                                         "retry_after_ms": 0,
-                                        "reset_after_ms": policy["window_ms"]}) + "\\n")
+                                        "reset_after_ms": window}) + "\\n")
                 f.write(json.dumps({"lang": r["lang"], "allowed": False, "now_ms": t + 1,
                                     "retry_after_ms": 5}) + "\\n")
             print('{"ok":true,"calls":2,"errors":0}', flush=True)
@@ -207,6 +209,38 @@ class Drivers(unittest.TestCase):
         self.assertIn("FAIL: OVER-ADMISSION: 2 permits in one rolling window of recorded times, limit 1",
                       proc.stdout)
         self.assertIn("audit FAILED: log/uniform on standalone, caller clocks skewed ±50 ms\n", proc.stdout)
+
+    def test_multi_on_skewed_clocks_swaps_its_algorithms_and_places_admissions_by_the_log(self):
+        # Three admissions at one recorded time: over the first limit (2 per
+        # 400 ms), under the second (4 per 1,600 ms: never filled), each
+        # checked on its own by the recorded times the log's reset gives.
+        proc = self.audit("--runs", "multi:uniform", "--drivers", "alpha", "--skew-ms", "50",
+                          "--windows", "1", env={"FAKE_ADMITS": "3"})
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        load = self.loads("multi", names=("alpha",))["alpha"]
+        self.assertEqual(load["policy"]["limits"], [
+            {"algorithm": "bucketed_window", "limit": 2, "window_ms": 400, "buckets": 50},
+            {"algorithm": "sliding_log", "limit": 4, "window_ms": 1600},
+        ])
+        self.assertIn("limits bucketed_window 2 per 400 ms (50 buckets) and sliding_log 4 per 1600 ms",
+                      proc.stderr)
+        first = proc.stdout.split(", limits[0] 2 per 400 ms\n")[1].split("\n== ")[0]
+        second = proc.stdout.split(", limits[1] 4 per 1600 ms\n")[1]
+        # reset_after_ms is the 1,600 ms log's: recorded at now_ms itself.
+        self.assertIn(f"window ending at recorded time {load['start_at_ms']})", first)
+        self.assertIn("FAIL: OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", first)
+        self.assertIn("no rolling window ever filled (3 < 4)", second)
+        self.assertIn("audit FAILED: multi/uniform on standalone, caller clocks skewed ±50 ms\n", proc.stdout)
+        # Without skew the log has the short window and the bucketed one the long.
+        proc = self.audit("--runs", "multi:uniform", "--drivers", "alpha", "--windows", "1")
+        self.assertEqual([lim["algorithm"] for lim in self.loads("multi", names=("alpha",))["alpha"]["policy"]
+                          ["limits"]], ["sliding_log", "bucketed_window"])
+
+    def test_multi_on_clocks_a_window_apart_is_refused(self):
+        proc = self.audit("--runs", "multi:uniform", "--skew-ms", "400")
+        self.assertEqual(proc.returncode, 2)
+        self.assertIn("multi runs on skewed clocks need --skew-ms below --window-ms (400)", proc.stderr)
+        self.assertEqual(self.audit("--runs", "log:uniform", "--skew-ms", "400", "--windows", "1").returncode, 0)
 
     def test_a_driver_that_does_not_start_fails_the_run(self):
         with open(os.path.join(self.dir, "gamma"), "w") as f:

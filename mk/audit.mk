@@ -5,12 +5,14 @@
 #   make audit         # full: 9 windows of 2 s per run, log, bucketed window
 #                      # and counter, uniform and burst, standalone, Cluster
 #                      # and Cluster with a failover one window in; then
-#                      # log and bucketed window on caller clocks skewed
-#                      # over ±50 ms (issue 12), standalone and Cluster
+#                      # log, bucketed window and a policy of several
+#                      # limits on caller clocks skewed over ±50 ms
+#                      # (issue 12), standalone and Cluster
 #   make test-audit    # short (part of make test): the log, then the
 #                      # bucketed window, uniform, 3 windows, standalone,
 #                      # Cluster, Cluster + failover; then the bucketed
-#                      # window on clocks skewed ±50 ms, standalone (~12 s);
+#                      # window and a policy of several limits on clocks
+#                      # skewed ±50 ms, standalone (~25 s);
 #                      # then both exact algorithms at limit 3 per 1.5 s on
 #                      # clocks skewed ±200 ms, where keys go idle between
 #                      # admissions (the caller-time TTL margin, ~18 s);
@@ -40,7 +42,7 @@ test-audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) \
 		--targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:uniform --out .tmp/audit-short
 	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms $(AUDIT_SKEW_MS) \
-		--targets standalone --runs bucketed:uniform --out .tmp/audit-short
+		--targets standalone --runs bucketed:uniform,multi:uniform --out .tmp/audit-short
 	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms 200 --limit 3 --window-ms 1500 \
 		--targets standalone --runs log:uniform,bucketed:uniform --out .tmp/audit-short-sparse
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 4 $(AUDIT_DRIVER_FLAG) --deny-cache --jitter-ms 20 \
@@ -50,7 +52,8 @@ audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
 		--targets standalone,cluster,cluster-failover --runs $(AUDIT_RUNS) --out .tmp/audit
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
-		--skew-ms $(AUDIT_SKEW_MS) --targets standalone,cluster --runs log:uniform,bucketed:uniform --out .tmp/audit
+		--skew-ms $(AUDIT_SKEW_MS) --targets standalone,cluster --runs log:uniform,bucketed:uniform,multi:uniform,multi:burst \
+		--out .tmp/audit
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
 		--deny-cache --jitter-ms 20 --targets standalone,cluster,cluster-failover --runs log:burst,multi:uniform \
 		--out .tmp/audit-cache
