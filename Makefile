@@ -15,7 +15,7 @@ BENCH_TARGETS :=
 DRIVER_TARGETS :=
 DIST_TEST_TARGETS :=
 
-.PHONY: all demo test deps build lint test-rust conformance conformance-random conformance-lint bench bench-rust clean drivers
+.PHONY: all demo test deps build lint harness-lint test-rust conformance conformance-random conformance-lint bench bench-rust clean drivers
 
 all: build
 
@@ -34,6 +34,14 @@ lint:
 
 test-rust: deps
 	scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh $(CARGO) test --workspace
+
+# The shared harness's Python (ruff.toml; python/ has its own, mk/python.mk):
+# every *.py under these folders, and the scripts that carry no suffix.
+HARNESS_PY := audit conformance e2e faults harness ops scripts \
+  audit/flood audit/run conformance/all conformance/lint conformance/run faults/run
+harness-lint: python-venv
+	$(PY) -m ruff check $(HARNESS_PY)
+	$(PY) -m ruff format --check $(HARNESS_PY)
 
 conformance-lint: deps
 	conformance/lint
@@ -68,7 +76,7 @@ clean:
 
 -include mk/*.mk
 
-test: lint test-rust conformance-lint conformance conformance-random $(TEST_TARGETS)
+test: lint harness-lint test-rust conformance-lint conformance conformance-random $(TEST_TARGETS)
 	@echo "make test: all passed"
 
 bench: $(BENCH_TARGETS)

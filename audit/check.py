@@ -50,7 +50,6 @@ import json
 import sys
 from collections import OrderedDict
 
-
 # Below this many admissions per language a language may go without a permit:
 # the drivers' shares differ (Ruby's was 2 % of some runs), so a run of few
 # permits can leave one out by chance. At 50 each, a 2 % share misses all of
@@ -106,9 +105,12 @@ def read_logs(paths, window_ms=None):
                     # Only the recorded times need it (older logs lack it).
                     reset = d["reset_after_ms"] if window_ms is not None and allowed is True else 0
                 except (ValueError, KeyError, TypeError) as e:
-                    raise SystemExit(f"{path}:{number}: not an audit line ({e}): {line[:200]}")
+                    raise SystemExit(
+                        f"{path}:{number}: not an audit line ({e}): {line[:200]}"
+                    ) from e
                 if not isinstance(allowed, bool) or not all(
-                    isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in (now, retry, reset)
+                    isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                    for n in (now, retry, reset)
                 ):
                     raise SystemExit(f"{path}:{number}: bad field types: {line[:200]}")
                 if allowed:
@@ -208,9 +210,13 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
     if not report_only:
         if overall > limit:
             of = " of recorded times" if recorded else ""
-            problems.append(f"OVER-ADMISSION: {overall} permits in one rolling window{of}, limit {limit}")
+            problems.append(
+                f"OVER-ADMISSION: {overall} permits in one rolling window{of}, limit {limit}"
+            )
         elif merged and overall < limit:
-            problems.append(f"no rolling window ever filled ({overall} < {limit}): the run proved nothing")
+            problems.append(
+                f"no rolling window ever filled ({overall} < {limit}): the run proved nothing"
+            )
     summary = {
         "limit": limit,
         "max_errors": max_errors,
@@ -234,7 +240,9 @@ def main(argv):
     parser.add_argument("--window-ms", type=int, required=True)
     parser.add_argument("--report-only", action="store_true")
     parser.add_argument("--recorded", action="store_true")
-    parser.add_argument("--reset-window-ms", type=int, help="with --recorded: the window reset_after_ms is of")
+    parser.add_argument(
+        "--reset-window-ms", type=int, help="with --recorded: the window reset_after_ms is of"
+    )
     parser.add_argument("--max-errors", type=int, default=0)
     parser.add_argument("--label", default="")
     parser.add_argument("logs", nargs="+")

@@ -9,7 +9,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check  # noqa: E402
+import check
 
 
 def line(lang, allowed, now, retry=None, reset=None):
@@ -50,16 +50,30 @@ class Check(unittest.TestCase):
 
     def test_a_full_window_across_languages_passes(self):
         status, out, summary = self.run_check(
-            [line("rust", True, 0), line("go", True, 50), line("go", False, 60), line("rust", True, 100)]
+            [
+                line("rust", True, 0),
+                line("go", True, 50),
+                line("go", False, 60),
+                line("rust", True, 100),
+            ]
         )
         self.assertEqual(status, 0, out)
         self.assertEqual(summary["largest_rolling"], 2)
-        self.assertEqual(summary["langs"]["go"], {
-            "attempts": 2, "allowed": 1, "denied": 1, "errors": 0, "largest_rolling": 1,
-        })
+        self.assertEqual(
+            summary["langs"]["go"],
+            {
+                "attempts": 2,
+                "allowed": 1,
+                "denied": 1,
+                "errors": 0,
+                "largest_rolling": 1,
+            },
+        )
 
     def test_an_over_admission_across_languages_fails(self):
-        status, out, summary = self.run_check([line("rust", True, 0), line("go", True, 50), line("node", True, 99)])
+        status, out, summary = self.run_check(
+            [line("rust", True, 0), line("go", True, 50), line("node", True, 99)]
+        )
         self.assertEqual(status, 1)
         self.assertIn("OVER-ADMISSION: 3 permits", out)
         self.assertEqual(summary["ratio"], 1.5)
@@ -97,7 +111,9 @@ class Check(unittest.TestCase):
         # One admission fewer: too few to go round; node is a note.
         status, out, _ = self.run_check(lines[1:])
         self.assertEqual(status, 0, out)
-        self.assertIn("note: node: no permit admitted; reported, not failed: the run admitted 149", out)
+        self.assertIn(
+            "note: node: no permit admitted; reported, not failed: the run admitted 149", out
+        )
 
     def test_errors_within_the_failover_bound_pass_and_beyond_it_fail(self):
         lines = [
@@ -131,7 +147,9 @@ class Check(unittest.TestCase):
         self.assertEqual(status, 0, out)
         self.assertEqual((summary["basis"], summary["largest_rolling"]), ("recorded", 2))
         self.assertEqual(summary["largest_rolling_now_ms"], 3)
-        self.assertIn("for information, by the callers' now_ms (skewed clocks): largest rolling count 3", out)
+        self.assertIn(
+            "for information, by the callers' now_ms (skewed clocks): largest rolling count 3", out
+        )
         # By now_ms, without --recorded, the same log is an over-admission.
         status, out, _ = self.run_check(lines)
         self.assertEqual(status, 1)
@@ -143,7 +161,9 @@ class Check(unittest.TestCase):
         lines = [admitted("rust", 0, 0), admitted("go", 60, 60), admitted("node", 150, 99)]
         status, out, summary = self.run_check(lines, "--recorded")
         self.assertEqual(status, 1)
-        self.assertIn("OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", out)
+        self.assertIn(
+            "OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", out
+        )
         self.assertEqual((summary["largest_rolling"], summary["largest_rolling_now_ms"]), (3, 2))
         self.assertEqual(self.run_check(lines)[0], 0, "by now_ms alone it would pass")
 
@@ -152,10 +172,13 @@ class Check(unittest.TestCase):
         # impossible under the time rule; one without reset_after_ms cannot
         # be placed at all.
         status, out, _ = self.run_check(
-            [admitted("rust", 0, 0), admitted("go", 50, 50), line("go", True, 150, reset=99)], "--recorded"
+            [admitted("rust", 0, 0), admitted("go", 50, 50), line("go", True, 150, reset=99)],
+            "--recorded",
         )
         self.assertEqual(status, 1)
-        self.assertIn("go: 1 decision(s) with an inconsistent retry_after_ms or reset_after_ms", out)
+        self.assertIn(
+            "go: 1 decision(s) with an inconsistent retry_after_ms or reset_after_ms", out
+        )
         with self.assertRaises(SystemExit) as e:
             self.run_check([admitted("rust", 0, 0), line("go", True, 50)], "--recorded")
         self.assertIn("not an audit line", str(e.exception))
@@ -174,15 +197,24 @@ class Check(unittest.TestCase):
         self.assertEqual(status, 0, out)
         self.assertEqual((summary["largest_rolling"], summary["largest_rolling_now_ms"]), (2, 3))
         self.assertIn("(window ending at recorded time 100)", out)
-        status, out, _ = self.run_check(lines + [admitted("node", 150, 99, window=400)],
-                                        "--recorded", "--reset-window-ms", "400")
+        status, out, _ = self.run_check(
+            [*lines, admitted("node", 150, 99, window=400)],
+            "--recorded",
+            "--reset-window-ms",
+            "400",
+        )
         self.assertEqual(status, 1)
-        self.assertIn("OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", out)
+        self.assertIn(
+            "OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", out
+        )
         # A reset under 400 ms would put its admission before its own now.
-        status, out, _ = self.run_check(lines + [line("node", True, 300, reset=399)],
-                                        "--recorded", "--reset-window-ms", "400")
+        status, out, _ = self.run_check(
+            [*lines, line("node", True, 300, reset=399)], "--recorded", "--reset-window-ms", "400"
+        )
         self.assertEqual(status, 1)
-        self.assertIn("node: 1 decision(s) with an inconsistent retry_after_ms or reset_after_ms", out)
+        self.assertIn(
+            "node: 1 decision(s) with an inconsistent retry_after_ms or reset_after_ms", out
+        )
         for flags in (["--reset-window-ms", "400"], ["--recorded", "--reset-window-ms", "0"]):
             with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
                 self.run_check(lines, *flags)

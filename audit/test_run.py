@@ -87,7 +87,14 @@ class Schedule(unittest.TestCase):
     def test_default_buckets_divide_the_window(self):
         # Core's default 60 where it divides the window, else the largest
         # count below it that does.
-        for window, buckets in ((60_000, 60), (2000, 50), (6500, 52), (60_500, 55), (7, 7), (61, 1)):
+        for window, buckets in (
+            (60_000, 60),
+            (2000, 50),
+            (6500, 52),
+            (60_500, 55),
+            (7, 7),
+            (61, 1),
+        ):
             self.assertEqual(run.default_buckets(window), buckets, window)
             self.assertEqual(window % buckets, 0)
 
@@ -112,9 +119,22 @@ class Drivers(unittest.TestCase):
 
     def audit(self, *args, env=None):
         return subprocess.run(
-            [RUN, "--out", os.path.join(self.tmp.name, "out"), "--limit", "2",
-             "--window-ms", "400", "--windows", "3", *args],
-            env=dict(self.env, **(env or {})), capture_output=True, text=True, timeout=60,
+            [
+                RUN,
+                "--out",
+                os.path.join(self.tmp.name, "out"),
+                "--limit",
+                "2",
+                "--window-ms",
+                "400",
+                "--windows",
+                "3",
+                *args,
+            ],
+            env=dict(self.env, **(env or {})),
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
 
     def loads(self, algorithm="sliding_log", names=("alpha", "beta")):
@@ -161,7 +181,9 @@ class Drivers(unittest.TestCase):
             self.assertLess(log[name]["received_ms"], bucketed[name]["end_at_ms"])
             self.assertEqual(bucketed[name]["policy"]["buckets"], 8)
             self.assertNotIn("buckets", log[name]["policy"])
-            self.assertNotEqual(log[name]["policy"]["namespace"], bucketed[name]["policy"]["namespace"])
+            self.assertNotEqual(
+                log[name]["policy"]["namespace"], bucketed[name]["policy"]["namespace"]
+            )
             self.assertNotEqual(log[name]["out"], bucketed[name]["out"])
         self.assertIn("== log/uniform on standalone", proc.stdout)
         self.assertIn("== bucketed/uniform on standalone", proc.stdout)
@@ -169,13 +191,25 @@ class Drivers(unittest.TestCase):
     def test_over_admission_fails_the_exact_algorithms_only(self):
         # Two admissions in one window at limit 1: the log and the bucketed
         # window fail, the counter (approximate) reports it and passes.
-        proc = self.audit("--runs", "log+bucketed+counter:uniform", "--drivers", "alpha", "--limit", "1",
-                          "--windows", "1", env={"FAKE_ADMITS": "2"})
+        proc = self.audit(
+            "--runs",
+            "log+bucketed+counter:uniform",
+            "--drivers",
+            "alpha",
+            "--limit",
+            "1",
+            "--windows",
+            "1",
+            env={"FAKE_ADMITS": "2"},
+        )
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         # No --buckets: 50, the largest count up to core's 60 that divides 400 ms.
-        self.assertEqual(self.loads("bucketed_window", names=("alpha",))["alpha"]["policy"]["buckets"], 50)
-        self.assertIn("audit FAILED: log/uniform on standalone, bucketed/uniform on standalone\n",
-                      proc.stdout)
+        self.assertEqual(
+            self.loads("bucketed_window", names=("alpha",))["alpha"]["policy"]["buckets"], 50
+        )
+        self.assertIn(
+            "audit FAILED: log/uniform on standalone, bucketed/uniform on standalone\n", proc.stdout
+        )
         bucketed = proc.stdout.split("== bucketed/uniform")[1].split("== counter/uniform")[0]
         self.assertIn("FAIL: OVER-ADMISSION: 2 permits in one rolling window, limit 1", bucketed)
         counter = proc.stdout.split("== counter/uniform")[1].split("audit FAILED")[0]
@@ -202,45 +236,88 @@ class Drivers(unittest.TestCase):
     def test_skew_ms_fails_an_over_admission_in_recorded_times(self):
         # Two admissions recorded at one time, limit 1: the exact algorithms
         # fail on their recorded times, the counter only reports.
-        proc = self.audit("--runs", "log+counter:uniform", "--drivers", "alpha", "--limit", "1",
-                          "--windows", "1", "--skew-ms", "50", env={"FAKE_ADMITS": "2"})
+        proc = self.audit(
+            "--runs",
+            "log+counter:uniform",
+            "--drivers",
+            "alpha",
+            "--limit",
+            "1",
+            "--windows",
+            "1",
+            "--skew-ms",
+            "50",
+            env={"FAKE_ADMITS": "2"},
+        )
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         self.assertEqual(self.loads(names=("alpha",))["alpha"]["skew_ms"], 0, "one driver: no skew")
-        self.assertIn("FAIL: OVER-ADMISSION: 2 permits in one rolling window of recorded times, limit 1",
-                      proc.stdout)
-        self.assertIn("audit FAILED: log/uniform on standalone, caller clocks skewed ±50 ms\n", proc.stdout)
+        self.assertIn(
+            "FAIL: OVER-ADMISSION: 2 permits in one rolling window of recorded times, limit 1",
+            proc.stdout,
+        )
+        self.assertIn(
+            "audit FAILED: log/uniform on standalone, caller clocks skewed ±50 ms\n", proc.stdout
+        )
 
     def test_multi_on_skewed_clocks_swaps_its_algorithms_and_places_admissions_by_the_log(self):
         # Three admissions at one recorded time: over the first limit (2 per
         # 400 ms), under the second (4 per 1,600 ms: never filled), each
         # checked on its own by the recorded times the log's reset gives.
-        proc = self.audit("--runs", "multi:uniform", "--drivers", "alpha", "--skew-ms", "50",
-                          "--windows", "1", env={"FAKE_ADMITS": "3"})
+        proc = self.audit(
+            "--runs",
+            "multi:uniform",
+            "--drivers",
+            "alpha",
+            "--skew-ms",
+            "50",
+            "--windows",
+            "1",
+            env={"FAKE_ADMITS": "3"},
+        )
         self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
         load = self.loads("multi", names=("alpha",))["alpha"]
-        self.assertEqual(load["policy"]["limits"], [
-            {"algorithm": "bucketed_window", "limit": 2, "window_ms": 400, "buckets": 50},
-            {"algorithm": "sliding_log", "limit": 4, "window_ms": 1600},
-        ])
-        self.assertIn("limits bucketed_window 2 per 400 ms (50 buckets) and sliding_log 4 per 1600 ms",
-                      proc.stderr)
+        self.assertEqual(
+            load["policy"]["limits"],
+            [
+                {"algorithm": "bucketed_window", "limit": 2, "window_ms": 400, "buckets": 50},
+                {"algorithm": "sliding_log", "limit": 4, "window_ms": 1600},
+            ],
+        )
+        self.assertIn(
+            "limits bucketed_window 2 per 400 ms (50 buckets) and sliding_log 4 per 1600 ms",
+            proc.stderr,
+        )
         first = proc.stdout.split(", limits[0] 2 per 400 ms\n")[1].split("\n== ")[0]
         second = proc.stdout.split(", limits[1] 4 per 1600 ms\n")[1]
         # reset_after_ms is the 1,600 ms log's: recorded at now_ms itself.
         self.assertIn(f"window ending at recorded time {load['start_at_ms']})", first)
-        self.assertIn("FAIL: OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", first)
+        self.assertIn(
+            "FAIL: OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2",
+            first,
+        )
         self.assertIn("no rolling window ever filled (3 < 4)", second)
-        self.assertIn("audit FAILED: multi/uniform on standalone, caller clocks skewed ±50 ms\n", proc.stdout)
+        self.assertIn(
+            "audit FAILED: multi/uniform on standalone, caller clocks skewed ±50 ms\n", proc.stdout
+        )
         # Without skew the log has the short window and the bucketed one the long.
         proc = self.audit("--runs", "multi:uniform", "--drivers", "alpha", "--windows", "1")
-        self.assertEqual([lim["algorithm"] for lim in self.loads("multi", names=("alpha",))["alpha"]["policy"]
-                          ["limits"]], ["sliding_log", "bucketed_window"])
+        self.assertEqual(
+            [
+                lim["algorithm"]
+                for lim in self.loads("multi", names=("alpha",))["alpha"]["policy"]["limits"]
+            ],
+            ["sliding_log", "bucketed_window"],
+        )
 
     def test_multi_on_clocks_a_window_apart_is_refused(self):
         proc = self.audit("--runs", "multi:uniform", "--skew-ms", "400")
         self.assertEqual(proc.returncode, 2)
-        self.assertIn("multi runs on skewed clocks need --skew-ms below --window-ms (400)", proc.stderr)
-        self.assertEqual(self.audit("--runs", "log:uniform", "--skew-ms", "400", "--windows", "1").returncode, 0)
+        self.assertIn(
+            "multi runs on skewed clocks need --skew-ms below --window-ms (400)", proc.stderr
+        )
+        self.assertEqual(
+            self.audit("--runs", "log:uniform", "--skew-ms", "400", "--windows", "1").returncode, 0
+        )
 
     def test_a_driver_that_does_not_start_fails_the_run(self):
         with open(os.path.join(self.dir, "gamma"), "w") as f:
@@ -252,16 +329,26 @@ class Drivers(unittest.TestCase):
         self.assertIn("audit FAILED", proc.stdout)
 
     def test_bad_arguments_are_refused(self):
-        for args in (["--drivers", "nope"], ["--runs", "log:fast"], ["--targets", "moon"],
-                     ["--windows", "0"], ["--runs", "log+log:uniform"], ["--runs", "log+sliding:uniform"],
-                     ["--buckets", "0"], ["--skew-ms", "-1"], ["--skew-ms", "3600001"]):
+        for args in (
+            ["--drivers", "nope"],
+            ["--runs", "log:fast"],
+            ["--targets", "moon"],
+            ["--windows", "0"],
+            ["--runs", "log+log:uniform"],
+            ["--runs", "log+sliding:uniform"],
+            ["--buckets", "0"],
+            ["--skew-ms", "-1"],
+            ["--skew-ms", "3600001"],
+        ):
             proc = self.audit(*args)
             self.assertEqual(proc.returncode, 2, args)
 
     def test_buckets_that_do_not_divide_the_window_are_refused(self):
         proc = self.audit("--runs", "bucketed:uniform", "--buckets", "7")
         self.assertEqual(proc.returncode, 2)
-        self.assertIn("--buckets 7 must be a positive divisor of --window-ms 400 (e.g. 50)", proc.stderr)
+        self.assertIn(
+            "--buckets 7 must be a positive divisor of --window-ms 400 (e.g. 50)", proc.stderr
+        )
 
 
 if __name__ == "__main__":

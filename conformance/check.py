@@ -21,7 +21,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import drivers  # noqa: E402
+from harness import drivers
 
 FORMAT = "slidelimit-vectors/1"
 # The per-call timeout handed to the drivers' Redis stores.
@@ -62,10 +62,10 @@ def _expect_pairs(where, expect, fields):
         return [("error", expect["error"])]
     # A denial by a policy of several limits also names the limit (last).
     if fields == DECISION_FIELDS and set(expect) == set(fields) | {"denied_by"}:
-        fields = DECISION_FIELDS + ("denied_by",)
+        fields = (*DECISION_FIELDS, "denied_by")
     if set(expect) != set(fields):
         raise VectorFileError(
-            f"{where}: expect must be {{\"error\": code}} or have exactly {', '.join(fields)}"
+            f'{where}: expect must be {{"error": code}} or have exactly {", ".join(fields)}'
         )
     return [(f, expect[f]) for f in fields]
 
@@ -95,7 +95,7 @@ def load(path):
         kind = v.get("kind")
         if kind == "key":
             pairs = _expect_pairs(where, v.get("expect"), ("key", "slot"))
-            expected.append(Expected(name, None, [("vector", name)] + pairs))
+            expected.append(Expected(name, None, [("vector", name), *pairs]))
         elif kind == "decision":
             steps = v.get("steps")
             if not isinstance(steps, list) or not steps:
@@ -104,7 +104,7 @@ def load(path):
                 if not isinstance(step, dict):
                     raise VectorFileError(f"{where} step {n}: must be an object")
                 pairs = _expect_pairs(f"{where} step {n}", step.get("expect"), DECISION_FIELDS)
-                expected.append(Expected(name, n, [("vector", name), ("step", n)] + pairs))
+                expected.append(Expected(name, n, [("vector", name), ("step", n), *pairs]))
         else:
             raise VectorFileError(f'{where}: kind must be "key" or "decision"')
     return expected
@@ -173,9 +173,10 @@ def check(expected, log):
             seen_order.append(name)
         actual[name].append((number, raw, pairs))
         report.lines.setdefault(name, []).append(raw)
-    if len(seen_order) != len(set(seen_order)) or [
-        n for n in order if n in seen_order
-    ] != seen_order:
+    if (
+        len(seen_order) != len(set(seen_order))
+        or [n for n in order if n in seen_order] != seen_order
+    ):
         report.general.append("log lines are not in the order of the vectors in the file")
     for name in order:
         want, got = by_vector[name], actual[name]
@@ -212,7 +213,7 @@ def columns():
     embedded engine) per registered driver, and `memory` (= rust:memory)."""
     names = drivers.registered()
     out = [n for d in names for n in (d, f"{d}:memory")]
-    return out + ["memory"] if "rust" in names else out
+    return [*out, "memory"] if "rust" in names else out
 
 
 def parse_column(column):
@@ -268,8 +269,8 @@ class _Session:
         raw = self.driver.request_raw(request)
         try:
             obj = json.loads(raw)
-        except ValueError:
-            raise drivers.DriverError(f"reply to {request['op']} is not JSON: {raw[:200]!r}")
+        except ValueError as e:
+            raise drivers.DriverError(f"reply to {request['op']} is not JSON: {raw[:200]!r}") from e
         if not isinstance(obj, dict):
             raise drivers.DriverError(f"reply to {request['op']} is not an object: {raw[:200]!r}")
         # The keys in the order the driver printed them.
@@ -280,7 +281,9 @@ class _Session:
                 f"{obj.get('message')}"
             )
         if "error" in obj and not isinstance(obj["error"], str):
-            raise drivers.DriverError(f"reply to {request['op']} has a non-string error: {raw[:200]!r}")
+            raise drivers.DriverError(
+                f"reply to {request['op']} has a non-string error: {raw[:200]!r}"
+            )
         return raw, pairs, obj
 
     def use(self, store):
@@ -340,7 +343,7 @@ class _Session:
             keys = [k for k, _ in pairs]
             if raw != canonical(pairs) or keys not in (
                 list(DECISION_FIELDS),
-                list(DECISION_FIELDS) + ["denied_by"],
+                [*DECISION_FIELDS, "denied_by"],
             ):
                 self.noncanonical.setdefault(name, []).append(
                     f"step {n}: the driver's decision is not in the canonical form "
@@ -359,7 +362,8 @@ def run_column(column, path, expected, capture_stderr=False):
     """Runs the file through the column's driver (docs/driver.md) and checks
     the log it yields. Raises ColumnError when the column cannot run at all."""
     name, store = parse_column(column)
-    errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8") if capture_stderr else None
+    # Closed in the finally below; the driver writes to it all along the run.
+    errors = tempfile.TemporaryFile(mode="w+", encoding="utf-8") if capture_stderr else None  # noqa: SIM115
     session = None
     try:
         vectors = vectors_of(path)
@@ -373,7 +377,7 @@ def run_column(column, path, expected, capture_stderr=False):
                         else:
                             session.decision_vector(v["name"], v)
                     except (KeyError, TypeError) as e:
-                        raise VectorFileError(f"{path}: vector {v.get('name')}: missing {e}")
+                        raise VectorFileError(f"{path}: vector {v.get('name')}: missing {e}") from e
         except drivers.DriverError as e:
             session = session or _Session(None, store)
             session.problems.append((None, f"driver {name} failed: {e}"))

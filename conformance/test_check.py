@@ -10,7 +10,7 @@ import unittest
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import check  # noqa: E402
+import check
 
 VECTORS = {
     "format": "slidelimit-vectors/1",
@@ -52,7 +52,12 @@ VECTORS = {
                         "now_ms": 1000,
                     },
                 },
-                {"now_ms": 1000, "tenant": "t-1", "cost": 4, "expect": {"error": "invalid_argument"}},
+                {
+                    "now_ms": 1000,
+                    "tenant": "t-1",
+                    "cost": 4,
+                    "expect": {"error": "invalid_argument"},
+                },
             ],
         },
     ],
@@ -87,7 +92,9 @@ class CheckTest(unittest.TestCase):
         self.assertEqual(status, {"key/brace": "pass", "log/basic": "pass"})
 
     def test_wrong_value_fails(self):
-        status, _ = self.verdict([GOOD[0], GOOD[1].replace('"remaining":2', '"remaining":1'), GOOD[2]])
+        status, _ = self.verdict(
+            [GOOD[0], GOOD[1].replace('"remaining":2', '"remaining":1'), GOOD[2]]
+        )
         self.assertEqual(status, {"key/brace": "pass", "log/basic": "FAIL"})
 
     def test_true_is_not_one(self):
@@ -97,7 +104,7 @@ class CheckTest(unittest.TestCase):
     def test_missing_and_extra_lines_fail(self):
         status, _ = self.verdict(GOOD[:2])
         self.assertEqual(status["log/basic"], "FAIL")
-        status, _ = self.verdict(GOOD + [GOOD[2]])
+        status, _ = self.verdict([*GOOD, GOOD[2]])
         self.assertEqual(status["log/basic"], "FAIL")
 
     def test_error_instead_of_decision_fails(self):
@@ -107,21 +114,21 @@ class CheckTest(unittest.TestCase):
 
     def test_other_byte_form_is_a_diff(self):
         spaced = GOOD[0].replace(",", ", ")
-        status, report = self.verdict([spaced] + GOOD[1:])
+        status, report = self.verdict([spaced, *GOOD[1:]])
         self.assertEqual(status, {"key/brace": "DIFF", "log/basic": "pass"})
         self.assertFalse(report.ok)
 
     def test_key_order_matters(self):
         swapped = '{"vector":"key/brace","slot":11133,"key":"rl:{geocode:a%7Db}:log:60000"}'
-        status, _ = self.verdict([swapped] + GOOD[1:])
+        status, _ = self.verdict([swapped, *GOOD[1:]])
         self.assertEqual(status["key/brace"], "FAIL")
 
     def test_order_and_garbage_fail_everything(self):
         _, report = self.verdict([GOOD[1], GOOD[2], GOOD[0]])
         self.assertEqual(report.status("key/brace"), "FAIL")
-        _, report = self.verdict(GOOD + ["not json"])
+        _, report = self.verdict([*GOOD, "not json"])
         self.assertFalse(report.ok)
-        _, report = self.verdict(GOOD + ['{"vector":"nope","step":0}'])
+        _, report = self.verdict([*GOOD, '{"vector":"nope","step":0}'])
         self.assertFalse(report.ok)
 
     def test_bad_files_are_rejected(self):
@@ -249,15 +256,41 @@ class DriverHarnessTest(unittest.TestCase):
     def test_the_requests_follow_the_vectors(self):
         self.run_column("fake")
         sent = self.sent()
-        self.assertEqual([r["op"] for r in sent],
-                         ["store", "policy", "key", "store", "policy", "reset", "acquire_at",
-                          "acquire_at", "exit"])
+        self.assertEqual(
+            [r["op"] for r in sent],
+            [
+                "store",
+                "policy",
+                "key",
+                "store",
+                "policy",
+                "reset",
+                "acquire_at",
+                "acquire_at",
+                "exit",
+            ],
+        )
         self.assertEqual(sent[0], {"op": "store", "kind": "memory"})
-        self.assertEqual(sent[1], {"op": "policy", "limit": 1, "namespace": "rl",
-                                   "resource": "geocode", "algorithm": "sliding_log",
-                                   "window_ms": 60000})
-        self.assertEqual(sent[3], {"op": "store", "kind": "redis",
-                                   "url": "redis://127.0.0.1:1/", "timeout_ms": check.TIMEOUT_MS})
+        self.assertEqual(
+            sent[1],
+            {
+                "op": "policy",
+                "limit": 1,
+                "namespace": "rl",
+                "resource": "geocode",
+                "algorithm": "sliding_log",
+                "window_ms": 60000,
+            },
+        )
+        self.assertEqual(
+            sent[3],
+            {
+                "op": "store",
+                "kind": "redis",
+                "url": "redis://127.0.0.1:1/",
+                "timeout_ms": check.TIMEOUT_MS,
+            },
+        )
         self.assertEqual(sent[4]["limit"], 3)
         self.assertEqual(sent[5], {"op": "reset", "tenant": "t-1"})
         self.assertEqual(sent[7], {"op": "acquire_at", "tenant": "t-1", "now_ms": 1000, "cost": 4})
@@ -286,7 +319,9 @@ class DriverHarnessTest(unittest.TestCase):
 
     def test_the_cluster_store_takes_the_seed_urls(self):
         os.environ["SLIDELIMIT_CONFORMANCE_CLUSTER"] = "1"
-        os.environ["SLIDELIMIT_TEST_CLUSTER_URLS"] = "redis://127.0.0.1:7000, redis://127.0.0.1:7001"
+        os.environ["SLIDELIMIT_TEST_CLUSTER_URLS"] = (
+            "redis://127.0.0.1:7000, redis://127.0.0.1:7001"
+        )
         self.run_column("fake")
         stores = [r for r in self.sent() if r["op"] == "store"]
         self.assertEqual(stores[1]["kind"], "cluster")
@@ -324,8 +359,9 @@ class DriverHarnessTest(unittest.TestCase):
         self.assertEqual(status["log/basic"], "pass", run.report.messages())
         status, run = self.run_column("fake", "reset-down")
         self.assertEqual(status, {"key/brace": "pass", "log/basic": "FAIL"})
-        self.assertIn("FAIL log/basic: reset of tenant 't-1' failed: unavailable",
-                      run.report.messages())
+        self.assertIn(
+            "FAIL log/basic: reset of tenant 't-1' failed: unavailable", run.report.messages()
+        )
 
     def test_columns_and_their_errors(self):
         self.assertEqual(check.columns(), ["fake", "fake:memory", "rust", "rust:memory", "memory"])
@@ -341,8 +377,11 @@ class DriverHarnessTest(unittest.TestCase):
         def table(mode):
             return subprocess.run(
                 [os.path.join(HERE, "all"), self.path, "fake:memory", "memory"],
-                env=dict(os.environ, FAKE_MODE=mode), capture_output=True, text=True,
+                env=dict(os.environ, FAKE_MODE=mode),
+                capture_output=True,
+                text=True,
             )
+
         good = table("good")
         self.assertEqual(good.returncode, 0, good.stderr)
         self.assertRegex(good.stdout, r"log/basic\s+pass\s+pass")
@@ -350,8 +389,9 @@ class DriverHarnessTest(unittest.TestCase):
         self.assertEqual(bad.returncode, 1)
         self.assertRegex(bad.stdout, r"log/basic\s+DIFF\s+DIFF")
         self.assertIn("2 vector", bad.stdout)
-        unknown = subprocess.run([os.path.join(HERE, "all"), self.path, "go"],
-                                 capture_output=True, text=True)
+        unknown = subprocess.run(
+            [os.path.join(HERE, "all"), self.path, "go"], capture_output=True, text=True
+        )
         self.assertEqual(unknown.returncode, 2)
         self.assertIn("no driver 'go'", unknown.stderr)
 

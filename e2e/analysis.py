@@ -50,8 +50,9 @@ def earliest_schedule(arrivals_ms: Sequence[float], limit: int, window_ms: float
     return runs
 
 
-def rolling_counts(times_ms: Sequence[float], window_ms: float, start_ms: float, end_ms: float,
-                   step_ms: float) -> list[tuple[float, int]]:
+def rolling_counts(
+    times_ms: Sequence[float], window_ms: float, start_ms: float, end_ms: float, step_ms: float
+) -> list[tuple[float, int]]:
     """(t, events in (t - window, t]) for t from start to end by step."""
     if step_ms <= 0:
         raise ValueError(f"step_ms must be positive, got {step_ms}")
@@ -70,9 +71,15 @@ LIMIT_COLOUR = "#000000"
 COUNTER_COLOUR = "#D55E00"
 
 
-def svg_tenant(title: str, panels: dict[str, dict[str, list[tuple[float, int]]]],
-               counter: list[tuple[float, int]] | None, limit: int, origin_ms: float,
-               width: int = 720, panel_height: int = 200) -> str:
+def svg_tenant(
+    title: str,
+    panels: dict[str, dict[str, list[tuple[float, int]]]],
+    counter: list[tuple[float, int]] | None,
+    limit: int,
+    origin_ms: float,
+    width: int = 720,
+    panel_height: int = 200,
+) -> str:
     """One panel per exact algorithm (`panels`: its name -> series), one above
     the other on the same axes: a stacked area per system (the algorithm's
     requests in the rolling window, by the system that made them), the
@@ -86,17 +93,28 @@ def svg_tenant(title: str, panels: dict[str, dict[str, list[tuple[float, int]]]]
     if not times or not panels:
         raise ValueError("nothing to draw")
     t0, t1 = times[0], times[-1]
-    peak = max([limit] + [n for _, n in counter or []] +
-               [sum(s[i][1] for s in series.values()) for series in panels.values() for i in range(len(times))])
+    peak = max(
+        [limit]
+        + [n for _, n in counter or []]
+        + [
+            sum(s[i][1] for s in series.values())
+            for series in panels.values()
+            for i in range(len(times))
+        ]
+    )
     ymax = _nice(peak * 1.1)
 
     def x(t: float) -> float:
         return left + (t - t0) / max(t1 - t0, 1) * pw
 
-    out = [(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'),
-           f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
-           f'<text x="{left}" y="18" font-size="13" font-weight="bold">{html.escape(title)}</text>']
+    out = [
+        (
+            f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+            f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="11">'
+        ),
+        f'<rect width="{width}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{left}" y="18" font-size="13" font-weight="bold">{html.escape(title)}</text>',
+    ]
     systems: list[str] = []
     for k, (algorithm, series) in enumerate(panels.items()):
         ptop = top + k * (ph + gap)
@@ -107,29 +125,43 @@ def svg_tenant(title: str, panels: dict[str, dict[str, list[tuple[float, int]]]]
         # Grid and the count axis.
         for i in range(5):
             n = ymax * i / 4
-            out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(n):.1f}" y2="{y(n):.1f}" stroke="#e0e0e0"/>')
+            out.append(
+                f'<line x1="{left}" x2="{left + pw}" y1="{y(n):.1f}" y2="{y(n):.1f}" stroke="#e0e0e0"/>'
+            )
             out.append(f'<text x="{left - 6}" y="{y(n) + 4:.1f}" text-anchor="end">{n:g}</text>')
-        out.append(f'<text x="14" y="{ptop + ph / 2}" text-anchor="middle" transform="rotate(-90 14 {ptop + ph / 2})">'
-                   f'in the rolling window</text>')
+        out.append(
+            f'<text x="14" y="{ptop + ph / 2}" text-anchor="middle" transform="rotate(-90 14 {ptop + ph / 2})">'
+            f"in the rolling window</text>"
+        )
         # Stacked areas, bottom to top in the order given.
         base = [0] * len(times)
         for name, samples in series.items():
             upper = [b + n for b, (_, n) in zip(base, samples)]
             pts = _points(x, y, list(zip(times, upper)))
             pts += _points(x, y, list(reversed(list(zip(times, base)))))
-            out.append(f'<polygon points="{" ".join(pts)}" fill="{COLOURS.get(name, "#888888")}" '
-                       f'fill-opacity="0.75" stroke="none"/>')
+            out.append(
+                f'<polygon points="{" ".join(pts)}" fill="{COLOURS.get(name, "#888888")}" '
+                f'fill-opacity="0.75" stroke="none"/>'
+            )
             base = upper
             if name not in systems:
                 systems.append(name)
         if counter:
             line = " ".join(_points(x, y, counter))
-            out.append(f'<polyline points="{line}" fill="none" stroke="{COUNTER_COLOUR}" stroke-width="1.6" '
-                       f'stroke-dasharray="5,3"/>')
-        out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y(limit):.1f}" y2="{y(limit):.1f}" '
-                   f'stroke="{LIMIT_COLOUR}" stroke-width="1.5"/>')
-        out.append(f'<rect x="{left}" y="{ptop}" width="{pw}" height="{ph}" fill="none" stroke="#000"/>')
-        out.append(f'<text x="{left + 6}" y="{ptop + 14}" font-weight="bold">{html.escape(algorithm)}</text>')
+            out.append(
+                f'<polyline points="{line}" fill="none" stroke="{COUNTER_COLOUR}" stroke-width="1.6" '
+                f'stroke-dasharray="5,3"/>'
+            )
+        out.append(
+            f'<line x1="{left}" x2="{left + pw}" y1="{y(limit):.1f}" y2="{y(limit):.1f}" '
+            f'stroke="{LIMIT_COLOUR}" stroke-width="1.5"/>'
+        )
+        out.append(
+            f'<rect x="{left}" y="{ptop}" width="{pw}" height="{ph}" fill="none" stroke="#000"/>'
+        )
+        out.append(
+            f'<text x="{left + 6}" y="{ptop + 14}" font-weight="bold">{html.escape(algorithm)}</text>'
+        )
     # Time axis, under the last panel.
     axis = top + len(panels) * (ph + gap) - gap
     span_s = (t1 - t0) / 1000
@@ -141,7 +173,9 @@ def svg_tenant(title: str, panels: dict[str, dict[str, list[tuple[float, int]]]]
         out.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{axis}" y2="{axis + 4}" stroke="#000"/>')
         out.append(f'<text x="{px:.1f}" y="{axis + 16}" text-anchor="middle">{s + 0.0:g}</text>')
         s += step_s
-    out.append(f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">seconds from the window boundary the burst came just before</text>')
+    out.append(
+        f'<text x="{left + pw / 2}" y="{height - 6}" text-anchor="middle">seconds from the window boundary the burst came just before</text>'
+    )
     # Legend.
     lx, ly = left + pw + 12, top + 6
     entries = [(n, COLOURS.get(n, "#888888"), "area") for n in systems]
@@ -151,10 +185,14 @@ def svg_tenant(title: str, panels: dict[str, dict[str, list[tuple[float, int]]]]
     for i, (label, colour, kind) in enumerate(entries):
         yy = ly + i * 18
         if kind == "area":
-            out.append(f'<rect x="{lx}" y="{yy - 8}" width="14" height="10" fill="{colour}" fill-opacity="0.75"/>')
+            out.append(
+                f'<rect x="{lx}" y="{yy - 8}" width="14" height="10" fill="{colour}" fill-opacity="0.75"/>'
+            )
         else:
             dash = ' stroke-dasharray="5,3"' if kind == "dash" else ""
-            out.append(f'<line x1="{lx}" x2="{lx + 14}" y1="{yy - 3}" y2="{yy - 3}" stroke="{colour}" stroke-width="2"{dash}/>')
+            out.append(
+                f'<line x1="{lx}" x2="{lx + 14}" y1="{yy - 3}" y2="{yy - 3}" stroke="{colour}" stroke-width="2"{dash}/>'
+            )
         out.append(f'<text x="{lx + 20}" y="{yy}">{html.escape(label)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"
@@ -163,8 +201,11 @@ def svg_tenant(title: str, panels: dict[str, dict[str, list[tuple[float, int]]]]
 def _points(x, y, samples: list[tuple[float, int]]) -> list[str]:  # type: ignore[no-untyped-def]
     """SVG coordinates of samples, without the middle of flat runs (a
     picture a few kB in size draws the same)."""
-    keep = [p for i, p in enumerate(samples)
-            if i in (0, len(samples) - 1) or not samples[i - 1][1] == p[1] == samples[i + 1][1]]
+    keep = [
+        p
+        for i, p in enumerate(samples)
+        if i in (0, len(samples) - 1) or not samples[i - 1][1] == p[1] == samples[i + 1][1]
+    ]
     return [f"{x(t):.1f},{y(n):.1f}" for t, n in keep]
 
 

@@ -33,7 +33,9 @@ class Budget:
     def __init__(self, limit: int, window_ms: float) -> None:
         self.limit = limit
         self.window_ms = window_ms
-        self._accepted: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._accepted: dict[str, collections.deque[float]] = collections.defaultdict(
+            collections.deque
+        )
         self._lock = threading.Lock()
 
     def admit(self, key: str, now_ms: float) -> bool:
@@ -69,8 +71,16 @@ class Provider:
                 self._responses[("429", key)] += 0
             self._responses[(str(status), key)] += 1
             self._log.write(
-                json.dumps({"key": key, "ms": round(now_ms, 3), "status": status, "job": job, "system": system,
-                            "sent_ms": int(sent_ms) if sent_ms.isdigit() else None})
+                json.dumps(
+                    {
+                        "key": key,
+                        "ms": round(now_ms, 3),
+                        "status": status,
+                        "job": job,
+                        "system": system,
+                        "sent_ms": int(sent_ms) if sent_ms.isdigit() else None,
+                    }
+                )
                 + "\n"
             )
         return status
@@ -107,11 +117,23 @@ def make_handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
                 query = parse_qs(url.query)
                 key = self.headers.get("X-Api-Key") or query.get("key", [""])[0]
                 if not key:
-                    self._reply(400, json.dumps({"error": "missing API key (X-Api-Key)"}), "application/json")
+                    self._reply(
+                        400,
+                        json.dumps({"error": "missing API key (X-Api-Key)"}),
+                        "application/json",
+                    )
                     return
-                status = provider.geocode(key, self.headers.get("X-Job-Id", ""), self.headers.get("X-System", ""),
-                                          self.headers.get("X-Sent-Ms", ""))
-                body = {"lat": 52.52, "lon": 13.405} if status == 200 else {"error": "rate limit exceeded"}
+                status = provider.geocode(
+                    key,
+                    self.headers.get("X-Job-Id", ""),
+                    self.headers.get("X-System", ""),
+                    self.headers.get("X-Sent-Ms", ""),
+                )
+                body = (
+                    {"lat": 52.52, "lon": 13.405}
+                    if status == 200
+                    else {"error": "rate limit exceeded"}
+                )
                 self._reply(status, json.dumps(body), "application/json")
             else:
                 self._reply(404, json.dumps({"error": "not found"}), "application/json")
@@ -135,7 +157,9 @@ def positive(kind: type, name: str):  # type: ignore[no-untyped-def]
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{name} must be a positive number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"{name} must be a positive number, got {text!r}"
+            ) from None
         if value <= 0:
             raise argparse.ArgumentTypeError(f"{name} must be positive, got {text!r}")
         return value
@@ -144,7 +168,9 @@ def positive(kind: type, name: str):  # type: ignore[no-untyped-def]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0, help="0: any free port (printed on stdout)")
     ap.add_argument("--limit", type=positive(int, "--limit"), default=600)

@@ -42,13 +42,15 @@ SHORT = {"log": "sliding_log", "bucketed": "bucketed_window", "counter": "slidin
 EXACT = ("sliding_log", "bucketed_window")
 
 
-
 # --- a few Redis commands over RESP, so that this script needs only the standard library ---
+
 
 class Redis:
     def __init__(self, url: str) -> None:
         u = urllib.parse.urlsplit(url)
-        self.sock = socket.create_connection((u.hostname or "127.0.0.1", u.port or 6379), timeout=30)
+        self.sock = socket.create_connection(
+            (u.hostname or "127.0.0.1", u.port or 6379), timeout=30
+        )
         self.file = self.sock.makefile("rb")
 
     def pipeline(self, *commands: list[str]) -> list[Any]:
@@ -101,7 +103,9 @@ def wait_until(what: str, seconds: float, check, procs: dict[str, subprocess.Pop
     while True:
         for name, p in procs.items():
             if p.poll() is not None:
-                raise SystemExit(f"e2e: {name} exited with {p.returncode} while waiting for {what} (see its log)")
+                raise SystemExit(
+                    f"e2e: {name} exited with {p.returncode} while waiting for {what} (see its log)"
+                )
         try:
             if check():
                 return
@@ -119,10 +123,13 @@ class Processes:
         self.logs = logs
         self.procs: dict[str, subprocess.Popen] = {}
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
+    def start(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None
+    ) -> None:
         log = open(self.logs / f"{name}.log", "w")  # noqa: SIM115 (the child keeps its own copy)
-        self.procs[name] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd,
-                                            start_new_session=True)
+        self.procs[name] = subprocess.Popen(
+            argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=cwd, start_new_session=True
+        )
         log.close()
 
     def stop(self, name: str) -> None:
@@ -142,10 +149,22 @@ class Processes:
 
 
 def prometheus_config(targets: dict[str, int], scrape_s: float, rules: list[Path]) -> str:
-    lines = ["global:", f"  scrape_interval: {scrape_s:g}s", f"  evaluation_interval: {scrape_s:g}s",
-             "rule_files:"] + [f"  - {r}" for r in rules] + ["scrape_configs:"]
+    lines = (
+        [
+            "global:",
+            f"  scrape_interval: {scrape_s:g}s",
+            f"  evaluation_interval: {scrape_s:g}s",
+            "rule_files:",
+        ]
+        + [f"  - {r}" for r in rules]
+        + ["scrape_configs:"]
+    )
     for job, port in targets.items():
-        lines += [f"  - job_name: {job}", "    static_configs:", f"      - targets: ['127.0.0.1:{port}']"]
+        lines += [
+            f"  - job_name: {job}",
+            "    static_configs:",
+            f"      - targets: ['127.0.0.1:{port}']",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -158,19 +177,37 @@ def prom_query(base: str, expr: str) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--limit", type=int, default=60, help="provider's and limiter's budget per window")
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--limit", type=int, default=60, help="provider's and limiter's budget per window"
+    )
     ap.add_argument("--window-ms", type=int, default=6000)
     ap.add_argument("--tenants", type=int, default=4)
-    ap.add_argument("--steady-windows", type=float, default=2.0,
-                    help="windows of steady demand at twice the budget after the burst")
+    ap.add_argument(
+        "--steady-windows",
+        type=float,
+        default=2.0,
+        help="windows of steady demand at twice the budget after the burst",
+    )
     ap.add_argument("--systems", default=",".join(SYSTEMS))
-    ap.add_argument("--jitter-ms", type=int, default=None, help="deferral jitter (default window/12)")
-    ap.add_argument("--margin-ms", type=int, default=500,
-                    help="added to the limiter's window over the provider's (network delay allowance)")
-    ap.add_argument("--buckets", type=int, default=None,
-                    help="the bucketed window's buckets; must divide the limiter's window (window + margin); "
-                         "default the largest count up to 60 that does")
+    ap.add_argument(
+        "--jitter-ms", type=int, default=None, help="deferral jitter (default window/12)"
+    )
+    ap.add_argument(
+        "--margin-ms",
+        type=int,
+        default=500,
+        help="added to the limiter's window over the provider's (network delay allowance)",
+    )
+    ap.add_argument(
+        "--buckets",
+        type=int,
+        default=None,
+        help="the bucketed window's buckets; must divide the limiter's window (window + margin); "
+        "default the largest count up to 60 that does",
+    )
     ap.add_argument("--concurrency", type=int, default=8)
     ap.add_argument("--scrape-s", type=float, default=1.0)
     ap.add_argument("--river-bin", default=str(ROOT / ".tmp/e2e/river"))
@@ -192,13 +229,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.buckets is None:
         args.buckets = analysis.default_buckets(lwin)
     elif args.buckets < 1 or lwin % args.buckets:
-        ap.error(f"--buckets {args.buckets} must be a positive divisor of the limiter's window, "
-                 f"--window-ms + --margin-ms = {lwin} (e.g. {analysis.default_buckets(lwin)})")
+        ap.error(
+            f"--buckets {args.buckets} must be a positive divisor of the limiter's window, "
+            f"--window-ms + --margin-ms = {lwin} (e.g. {analysis.default_buckets(lwin)})"
+        )
 
     redis_url = os.environ.get("SLIDELIMIT_TEST_REDIS_URL")
     db_url = os.environ.get("SLIDELIMIT_TEST_DATABASE_URL")
     if not redis_url or ("river" in systems and not db_url):
-        raise SystemExit("e2e: run inside scripts/with-redis.sh (and go/scripts/with-postgres.sh for River)")
+        raise SystemExit(
+            "e2e: run inside scripts/with-redis.sh (and go/scripts/with-postgres.sh for River)"
+        )
 
     # SIGTERM (a CI timeout) stops what this run started, as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -212,8 +253,15 @@ def main(argv: list[str] | None = None) -> int:
         procs.stop_all()
 
 
-def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url: str, db_url: str,
-        out: Path, procs: Processes) -> int:
+def run(
+    args: argparse.Namespace,
+    systems: list[str],
+    jitter_ms: int,
+    redis_url: str,
+    db_url: str,
+    out: Path,
+    procs: Processes,
+) -> int:
     limit, window = args.limit, args.window_ms
     started = time.monotonic()
     r = Redis(redis_url)
@@ -222,15 +270,36 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
     # The provider.
     provider_port = free_port()
     provider_log = out / "provider.jsonl"
-    procs.start("provider", [sys.executable, str(ROOT / "e2e/provider.py"), "--port", str(provider_port),
-                             "--limit", str(limit), "--window-ms", str(window), "--log", str(provider_log)])
+    procs.start(
+        "provider",
+        [
+            sys.executable,
+            str(ROOT / "e2e/provider.py"),
+            "--port",
+            str(provider_port),
+            "--limit",
+            str(limit),
+            "--window-ms",
+            str(window),
+            "--log",
+            str(provider_log),
+        ],
+    )
     provider_url = f"http://127.0.0.1:{provider_port}"
 
     # The workers, each on its own metrics port.
     ports = {s: free_port() for s in systems}
-    base_env = dict(os.environ, E2E_REDIS_URL=redis_url, E2E_DATABASE_URL=db_url, E2E_PROVIDER_URL=provider_url,
-                    E2E_LIMIT=str(limit), E2E_WINDOW_MS=str(window + args.margin_ms), E2E_JITTER_MS=str(jitter_ms),
-                    E2E_BUCKETS=str(args.buckets), E2E_CONCURRENCY=str(args.concurrency))
+    base_env = dict(
+        os.environ,
+        E2E_REDIS_URL=redis_url,
+        E2E_DATABASE_URL=db_url,
+        E2E_PROVIDER_URL=provider_url,
+        E2E_LIMIT=str(limit),
+        E2E_WINDOW_MS=str(window + args.margin_ms),
+        E2E_JITTER_MS=str(jitter_ms),
+        E2E_BUCKETS=str(args.buckets),
+        E2E_CONCURRENCY=str(args.concurrency),
+    )
     for s in systems:
         env = dict(base_env, E2E_METRICS_PORT=str(ports[s]))
         if s == "river":
@@ -240,31 +309,80 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
             procs.start(s, ["node", str(ROOT / "e2e/bullmq/worker.js")], env)
         elif s == "sidekiq":
             env["RUBYLIB"] = str(ROOT / "ruby/lib")
-            procs.start(s, ["sidekiq", "-r", str(ROOT / "e2e/sidekiq/app.rb"), "-c", str(args.concurrency),
-                            "-q", "default", "-t", "5"], env)
+            procs.start(
+                s,
+                [
+                    "sidekiq",
+                    "-r",
+                    str(ROOT / "e2e/sidekiq/app.rb"),
+                    "-c",
+                    str(args.concurrency),
+                    "-q",
+                    "default",
+                    "-t",
+                    "5",
+                ],
+                env,
+            )
         elif s == "celery":
-            procs.start(s, [args.python, "-m", "celery", "-A", "e2e_celery", "worker", "--pool", "threads",
-                            "-c", str(args.concurrency), "--loglevel", "WARNING", "--without-gossip",
-                            "--without-mingle", "--without-heartbeat"], env, cwd=ROOT / "e2e/celery")
+            procs.start(
+                s,
+                [
+                    args.python,
+                    "-m",
+                    "celery",
+                    "-A",
+                    "e2e_celery",
+                    "worker",
+                    "--pool",
+                    "threads",
+                    "-c",
+                    str(args.concurrency),
+                    "--loglevel",
+                    "WARNING",
+                    "--without-gossip",
+                    "--without-mingle",
+                    "--without-heartbeat",
+                ],
+                env,
+                cwd=ROOT / "e2e/celery",
+            )
 
     # Prometheus, with the ops/ rules, scraping the provider and every worker.
     prom_port = free_port()
     targets = {"provider": provider_port, **ports}
     rules = sorted((ROOT / "ops/rules").glob("*.yml"))
     (out / "prometheus.yml").write_text(prometheus_config(targets, args.scrape_s, rules))
-    procs.start("prometheus", ["prometheus", f"--config.file={out / 'prometheus.yml'}",
-                               f"--storage.tsdb.path={out / 'prometheus-data'}",
-                               f"--web.listen-address=127.0.0.1:{prom_port}", "--log.level=warn"])
+    procs.start(
+        "prometheus",
+        [
+            "prometheus",
+            f"--config.file={out / 'prometheus.yml'}",
+            f"--storage.tsdb.path={out / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{prom_port}",
+            "--log.level=warn",
+        ],
+    )
     prom = f"http://127.0.0.1:{prom_port}"
 
     for name, port in targets.items():
-        wait_until(f"{name} on :{port}", 90, lambda p=port: http_get(f"http://127.0.0.1:{p}/metrics") is not None,
-                   procs.procs)
+        wait_until(
+            f"{name} on :{port}",
+            90,
+            lambda p=port: http_get(f"http://127.0.0.1:{p}/metrics") is not None,
+            procs.procs,
+        )
     wait_until("prometheus ready", 60, lambda: bool(http_get(f"{prom}/-/ready")), procs.procs)
-    wait_until("prometheus scraping every target", 60,
-               lambda: len(prom_query(prom, "up == 1")) == len(targets), procs.procs)
-    print(f"e2e: provider, prometheus and {', '.join(systems)} up after {time.monotonic() - started:.1f} s",
-          flush=True)
+    wait_until(
+        "prometheus scraping every target",
+        60,
+        lambda: len(prom_query(prom, "up == 1")) == len(targets),
+        procs.procs,
+    )
+    print(
+        f"e2e: provider, prometheus and {', '.join(systems)} up after {time.monotonic() - started:.1f} s",
+        flush=True,
+    )
 
     # The jobs: per key, a burst of `limit` jobs just before a window boundary
     # (the counter's fixed windows start at multiples of the window), then
@@ -304,8 +422,11 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
             i += 1
         r.pipeline(*batch)
     fed_s = time.monotonic() - started
-    print(f"e2e: fed {len(expected)} jobs ({len(keys)} keys, {limit} per {window} ms each, "
-          f"burst at {burst_at - boundary:+.0f} ms from a window boundary)", flush=True)
+    print(
+        f"e2e: fed {len(expected)} jobs ({len(keys)} keys, {limit} per {window} ms each, "
+        f"burst at {burst_at - boundary:+.0f} ms from a window boundary)",
+        flush=True,
+    )
 
     # Every job, once: the log drains one budget per window after the burst.
     drain_s = (limit + steady) / limit * window / 1000
@@ -313,7 +434,9 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
     while (n := r("LLEN", "e2e:done")) < len(expected):
         for name, p in procs.procs.items():
             if p.poll() is not None:
-                raise SystemExit(f"e2e: {name} exited with {p.returncode} (see {out / 'logs' / name}.log)")
+                raise SystemExit(
+                    f"e2e: {name} exited with {p.returncode} (see {out / 'logs' / name}.log)"
+                )
         if time.monotonic() > deadline:
             print(f"e2e: timed out with {n} of {len(expected)} jobs done", flush=True)
             break
@@ -325,23 +448,42 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
     # Prometheus's view, through its HTTP API (the recording rules of ops/).
     report: dict[str, Any] = {"prometheus": {}}
     pq = report["prometheus"]
-    share = prom_query(prom, "sum by (tenant) (ratelimit_denied_total) / (sum by (tenant) (ratelimit_denied_total)"
-                             " + sum by (tenant) (ratelimit_allowed_total))")
+    share = prom_query(
+        prom,
+        "sum by (tenant) (ratelimit_denied_total) / (sum by (tenant) (ratelimit_denied_total)"
+        " + sum by (tenant) (ratelimit_allowed_total))",
+    )
     pq["denial_share"] = {x["metric"]["tenant"]: float(x["value"][1]) for x in share}
     for q in ("0.5", "0.9", "0.99"):
-        res = prom_query(prom, f"histogram_quantile({q}, sum by (le) (ratelimit_wait_seconds_bucket))")
+        res = prom_query(
+            prom, f"histogram_quantile({q}, sum by (le) (ratelimit_wait_seconds_bucket))"
+        )
         pq[f"wait_p{q[2:]}_s"] = float(res[0]["value"][1]) if res else None
-        by_system = prom_query(prom, f"histogram_quantile({q}, sum by (job, le) (ratelimit_wait_seconds_bucket))")
-        pq[f"wait_p{q[2:]}_s_by_system"] = {x["metric"]["job"]: float(x["value"][1]) for x in by_system}
-    rate = prom_query(prom, 'sum(geocoder_responses_total{status="429"}) / sum(geocoder_responses_total)')
+        by_system = prom_query(
+            prom, f"histogram_quantile({q}, sum by (job, le) (ratelimit_wait_seconds_bucket))"
+        )
+        pq[f"wait_p{q[2:]}_s_by_system"] = {
+            x["metric"]["job"]: float(x["value"][1]) for x in by_system
+        }
+    rate = prom_query(
+        prom, 'sum(geocoder_responses_total{status="429"}) / sum(geocoder_responses_total)'
+    )
     pq["provider_429_share"] = float(rate[0]["value"][1]) if rate else None
     by_key = prom_query(prom, 'sum by (key) (geocoder_responses_total{status="429"})')
     pq["provider_429_by_key"] = {x["metric"]["key"]: int(float(x["value"][1])) for x in by_key}
     rec = prom_query(prom, "slidelimit:provider_429:rate1m")
     pq["provider_429_rate1m_per_s"] = float(rec[0]["value"][1]) if rec else None
     alerts = json.loads(http_get(f"{prom}/api/v1/alerts"))["data"]["alerts"]
-    pq["alerts"] = sorted({(a["labels"]["alertname"], a["labels"].get("tenant", a["labels"].get("key", "")),
-                            a["state"]) for a in alerts})
+    pq["alerts"] = sorted(
+        {
+            (
+                a["labels"]["alertname"],
+                a["labels"].get("tenant", a["labels"].get("key", "")),
+                a["state"],
+            )
+            for a in alerts
+        }
+    )
 
     # The queues' own books: nothing failed, retried, dead or still waiting.
     leftovers = {}
@@ -361,10 +503,21 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
     procs.stop_all()
     records = [json.loads(x) for x in r("LRANGE", "e2e:done", "0", "-1")]
     calls = [json.loads(line) for line in provider_log.read_text().splitlines()]
-    failures = check_and_report(args, systems, expected, arrivals, records, calls, report, boundary, out)
-    report.update(fed_s=round(fed_s, 1), done_s=round(done_s, 1), jobs=len(expected), systems=systems,
-                  limit=limit, window_ms=window, margin_ms=args.margin_ms, jitter_ms=jitter_ms, buckets=args.buckets,
-                  failures=failures)
+    failures = check_and_report(
+        args, systems, expected, arrivals, records, calls, report, boundary, out
+    )
+    report.update(
+        fed_s=round(fed_s, 1),
+        done_s=round(done_s, 1),
+        jobs=len(expected),
+        systems=systems,
+        limit=limit,
+        window_ms=window,
+        margin_ms=args.margin_ms,
+        jitter_ms=jitter_ms,
+        buckets=args.buckets,
+        failures=failures,
+    )
     (out / "report.json").write_text(json.dumps(report, indent=2, default=list) + "\n")
     print_report(report)
     if args.figures:
@@ -383,9 +536,17 @@ def run(args: argparse.Namespace, systems: list[str], jitter_ms: int, redis_url:
 UNMOVED = {"river": 1, "bullmq": 0, "sidekiq": None, "celery": 0}
 
 
-def check_and_report(args: argparse.Namespace, systems: list[str], expected: dict[str, dict[str, str]],
-                     arrivals: dict[str, list[float]], records: list[dict[str, Any]],
-                     calls: list[dict[str, Any]], report: dict[str, Any], boundary: int, out: Path) -> list[str]:
+def check_and_report(
+    args: argparse.Namespace,
+    systems: list[str],
+    expected: dict[str, dict[str, str]],
+    arrivals: dict[str, list[float]],
+    records: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    report: dict[str, Any],
+    boundary: int,
+    out: Path,
+) -> list[str]:
     limit, window = args.limit, args.window_ms
     failures: list[str] = []
 
@@ -395,20 +556,32 @@ def check_and_report(args: argparse.Namespace, systems: list[str], expected: dic
     missing = sorted(set(expected) - set(done))
     dupes = sorted(j for j, n in done.items() if n > 1)
     strangers = sorted(set(done) - set(expected))
-    wrong_system = sorted(rec["id"] for rec in records
-                          if rec["id"] in expected and rec["system"] != expected[rec["id"]]["system"])
+    wrong_system = sorted(
+        rec["id"]
+        for rec in records
+        if rec["id"] in expected and rec["system"] != expected[rec["id"]]["system"]
+    )
     called = Counter(c["job"] for c in calls)
     called_twice = sorted(j for j, n in called.items() if n > 1)
-    for what, ids in (("jobs never completed", missing), ("jobs completed more than once", dupes),
-                      ("completions of jobs never fed", strangers), ("jobs completed on another system", wrong_system),
-                      ("jobs that called the provider more than once", called_twice)):
+    for what, ids in (
+        ("jobs never completed", missing),
+        ("jobs completed more than once", dupes),
+        ("completions of jobs never fed", strangers),
+        ("jobs completed on another system", wrong_system),
+        ("jobs that called the provider more than once", called_twice),
+    ):
         if ids:
-            failures.append(f"{len(ids)} {what}: {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}")
+            failures.append(
+                f"{len(ids)} {what}: {', '.join(ids[:5])}{' ...' if len(ids) > 5 else ''}"
+            )
     left = {k: v for k, v in report["queue_leftovers"].items() if v}
     if left:
         failures.append(f"jobs left in the queues' own sets: {left}")
-    moved = [f"{rec['id']} ({rec['system']} {rec['attempt']!r}, expected {UNMOVED[rec['system']]!r})"
-             for rec in records if rec["attempt"] != UNMOVED[rec["system"]]]
+    moved = [
+        f"{rec['id']} ({rec['system']} {rec['attempt']!r}, expected {UNMOVED[rec['system']]!r})"
+        for rec in records
+        if rec["attempt"] != UNMOVED[rec["system"]]
+    ]
     if moved:
         failures.append(f"{len(moved)} jobs' attempt/retry count moved: {', '.join(moved[:5])}")
 
@@ -424,32 +597,47 @@ def check_and_report(args: argparse.Namespace, systems: list[str], expected: dic
         # The budget the workers were given: the limiter's window.
         ideal = analysis.earliest_schedule(arrivals[key], limit, window + args.margin_ms)
         last = max(all_ms) if all_ms else float("nan")
-        per_key[key] = {"algorithm": alg, "calls": len(key_calls), "provider_429": n429,
-                        "max_accepted_in_window": busiest, "max_sent_in_window": offered,
-                        "last_call_past_earliest_ms": round(last - ideal[-1]),
-                        "by_system": dict(Counter(c["system"] for c in key_calls))}
+        per_key[key] = {
+            "algorithm": alg,
+            "calls": len(key_calls),
+            "provider_429": n429,
+            "max_accepted_in_window": busiest,
+            "max_sent_in_window": offered,
+            "last_call_past_earliest_ms": round(last - ideal[-1]),
+            "by_system": dict(Counter(c["system"] for c in key_calls)),
+        }
         if alg in EXACT:
             if n429:
-                failures.append(f"{key}: the provider answered {n429} requests with 429 under {alg}")
+                failures.append(
+                    f"{key}: the provider answered {n429} requests with 429 under {alg}"
+                )
             if offered > limit:
-                failures.append(f"{key}: {offered} requests reached the provider in one rolling window (limit {limit})")
+                failures.append(
+                    f"{key}: {offered} requests reached the provider in one rolling window (limit {limit})"
+                )
         if busiest > limit:
-            failures.append(f"{key}: the provider's log holds {busiest} accepted in one rolling window (limit {limit})")
+            failures.append(
+                f"{key}: the provider's log holds {busiest} accepted in one rolling window (limit {limit})"
+            )
     report["keys"] = per_key
     # How often jobs were deferred before they ran (the bindings' max_deferrals must allow it).
     deferred: dict[str, list[int]] = defaultdict(list)
     for rec in records:
         if rec.get("deferrals") is not None:
             deferred[rec["system"]].append(rec["deferrals"])
-    report["deferrals"] = {s: {"mean": round(sum(d) / len(d), 1), "max": max(d)} for s, d in sorted(deferred.items())}
+    report["deferrals"] = {
+        s: {"mean": round(sum(d) / len(d), 1), "max": max(d)} for s, d in sorted(deferred.items())
+    }
     # From the job body (just after the check) to the provider's arrival:
     # the delay a limiter window must allow for.
     delays: dict[str, list[float]] = defaultdict(list)
     for c in calls:
         if c.get("sent_ms") is not None:
             delays[c["system"]].append(c["ms"] - c["sent_ms"])
-    report["call_delay_ms"] = {s: {"p50": round(_pct(d, 0.5)), "p99": round(_pct(d, 0.99)), "max": round(max(d))}
-                               for s, d in sorted(delays.items())}
+    report["call_delay_ms"] = {
+        s: {"p50": round(_pct(d, 0.5)), "p99": round(_pct(d, 0.99)), "max": round(max(d))}
+        for s, d in sorted(delays.items())
+    }
 
     # The pictures: one per tenant, from the provider's log.
     origin = boundary - window
@@ -457,15 +645,29 @@ def check_and_report(args: argparse.Namespace, systems: list[str], expected: dic
     step = max(window / 60, 10)
     panels = {"sliding log": "log", f"bucketed window ({args.buckets} buckets)": "bucketed"}
     for t in range(1, args.tenants + 1):
-        series = {label: {s: analysis.rolling_counts([c["ms"] for c in calls
-                                                      if c["key"] == f"t{t}-{short}" and c["system"] == s],
-                                                     window, origin, end, step) for s in systems}
-                  for label, short in panels.items()}
-        counter = analysis.rolling_counts([c["ms"] for c in calls if c["key"] == f"t{t}-counter"],
-                                          window, origin, end, step)
-        title = (f"tenant t{t}: requests at the provider in the rolling {window / 1000:g} s, "
-                 f"{limit} allowed")
-        (out / f"e2e-t{t}.svg").write_text(analysis.svg_tenant(title, series, counter, limit, boundary))
+        series = {
+            label: {
+                s: analysis.rolling_counts(
+                    [c["ms"] for c in calls if c["key"] == f"t{t}-{short}" and c["system"] == s],
+                    window,
+                    origin,
+                    end,
+                    step,
+                )
+                for s in systems
+            }
+            for label, short in panels.items()
+        }
+        counter = analysis.rolling_counts(
+            [c["ms"] for c in calls if c["key"] == f"t{t}-counter"], window, origin, end, step
+        )
+        title = (
+            f"tenant t{t}: requests at the provider in the rolling {window / 1000:g} s, "
+            f"{limit} allowed"
+        )
+        (out / f"e2e-t{t}.svg").write_text(
+            analysis.svg_tenant(title, series, counter, limit, boundary)
+        )
     return failures
 
 
@@ -475,24 +677,48 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def print_report(report: dict[str, Any]) -> None:
-    print(f"\n{'key':<12} {'alg':<16} {'calls':>6} {'429':>5} {'max in window':>14} {'last past earliest':>19}")
+    print(
+        f"\n{'key':<12} {'alg':<16} {'calls':>6} {'429':>5} {'max in window':>14} {'last past earliest':>19}"
+    )
     for key, k in report["keys"].items():
-        print(f"{key:<12} {k['algorithm']:<16} {k['calls']:>6} {k['provider_429']:>5} "
-              f"{k['max_sent_in_window']:>14} {k['last_call_past_earliest_ms'] / 1000:>17.2f} s")
-    print("\nleft in the queues' own sets: " + ", ".join(f"{k} {v}" for k, v in report["queue_leftovers"].items()))
-    print("deferrals per job before it ran: " + ", ".join(
-        f"{s} mean {d['mean']} max {d['max']}" for s, d in report["deferrals"].items()))
-    print("delay from job body to provider arrival (ms): " + ", ".join(
-        f"{s} p50 {d['p50']} p99 {d['p99']} max {d['max']}" for s, d in report["call_delay_ms"].items()))
+        print(
+            f"{key:<12} {k['algorithm']:<16} {k['calls']:>6} {k['provider_429']:>5} "
+            f"{k['max_sent_in_window']:>14} {k['last_call_past_earliest_ms'] / 1000:>17.2f} s"
+        )
+    print(
+        "\nleft in the queues' own sets: "
+        + ", ".join(f"{k} {v}" for k, v in report["queue_leftovers"].items())
+    )
+    print(
+        "deferrals per job before it ran: "
+        + ", ".join(f"{s} mean {d['mean']} max {d['max']}" for s, d in report["deferrals"].items())
+    )
+    print(
+        "delay from job body to provider arrival (ms): "
+        + ", ".join(
+            f"{s} p50 {d['p50']} p99 {d['p99']} max {d['max']}"
+            for s, d in report["call_delay_ms"].items()
+        )
+    )
     pq = report["prometheus"]
     print("\nPrometheus (HTTP API, at the end of the run):")
-    print("  denial share per tenant: " + ", ".join(f"{t} {v:.0%}" for t, v in sorted(pq["denial_share"].items())))
-    print("  wait (retry-after handed out) p50/p90/p99: " + " / ".join(
-        "n/a" if pq[f"wait_p{q}_s"] is None else f"{pq[f'wait_p{q}_s']:.3f} s" for q in ("5", "9", "99")))
+    print(
+        "  denial share per tenant: "
+        + ", ".join(f"{t} {v:.0%}" for t, v in sorted(pq["denial_share"].items()))
+    )
+    print(
+        "  wait (retry-after handed out) p50/p90/p99: "
+        + " / ".join(
+            "n/a" if pq[f"wait_p{q}_s"] is None else f"{pq[f'wait_p{q}_s']:.3f} s"
+            for q in ("5", "9", "99")
+        )
+    )
     for system, p90 in sorted(pq["wait_p9_s_by_system"].items()):
         print(f"    p90 {system}: {p90:.3f} s")
     share = pq["provider_429_share"]
-    print(f"  provider 429 share: {'n/a' if share is None else f'{share:.2%}'}; by key: {pq['provider_429_by_key']}")
+    print(
+        f"  provider 429 share: {'n/a' if share is None else f'{share:.2%}'}; by key: {pq['provider_429_by_key']}"
+    )
     print(f"  alerts: {pq['alerts'] or 'none'}")
 
 

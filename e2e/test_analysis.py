@@ -62,8 +62,10 @@ class DefaultBuckets(unittest.TestCase):
 
 class Svg(unittest.TestCase):
     def test_well_formed_with_a_panel_per_algorithm_counter_and_limit(self) -> None:
-        series = {s: analysis.rolling_counts([100.0 * i for i in range(30)], 1000, 0, 4000, 100)
-                  for s in ("river", "celery")}
+        series = {
+            s: analysis.rolling_counts([100.0 * i for i in range(30)], 1000, 0, 4000, 100)
+            for s in ("river", "celery")
+        }
         counter = analysis.rolling_counts([50.0 * i for i in range(60)], 1000, 0, 4000, 100)
         panels = {"sliding log": series, "bucketed window": {"river": series["river"]}}
         svg = analysis.svg_tenant("t1 <&>", panels, counter, 10, 1000, panel_height=100)
@@ -73,8 +75,15 @@ class Svg(unittest.TestCase):
         self.assertEqual(len(root.findall(f"{ns}polygon")), 3)
         self.assertEqual(len(root.findall(f"{ns}polyline")), 2)
         texts = [t.text for t in root.iter(f"{ns}text")]
-        for text in ("t1 <&>", "limit (10)", "sliding log", "bucketed window", "river", "celery",
-                     "sliding counter (all)"):
+        for text in (
+            "t1 <&>",
+            "limit (10)",
+            "sliding log",
+            "bucketed window",
+            "river",
+            "celery",
+            "sliding counter (all)",
+        ):
             self.assertIn(text, texts)
         # The second panel lies below the first, inside the picture.
         frames = [r.attrib for r in root.findall(f"{ns}rect") if r.get("fill") == "none"]

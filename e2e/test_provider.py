@@ -37,7 +37,9 @@ class ProviderTest(unittest.TestCase):
             return e.code, e.read()
 
     def geocode(self, key: str, job: str = "") -> int:
-        return self.get("/geocode?address=x", {"X-Api-Key": key, "X-Job-Id": job, "X-System": "test"})[0]
+        return self.get(
+            "/geocode?address=x", {"X-Api-Key": key, "X-Job-Id": job, "X-System": "test"}
+        )[0]
 
     def test_limit_per_key_then_429_until_the_window_passes(self) -> None:
         self.assertEqual([self.geocode("a") for _ in range(4)], [200, 200, 200, 429])

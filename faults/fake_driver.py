@@ -14,6 +14,7 @@ must make some scenario FAIL, or the scenario's checks prove nothing.
       errors-as-script-error  every error code becomes script_error
       double-count      every acquire_at is sent twice (the second's reply dropped)
 """
+
 import json
 import os
 import subprocess
@@ -29,8 +30,13 @@ def out(reply):
 
 
 def decision(allowed=True, now=0):
-    return {"allowed": allowed, "remaining": 99 if allowed else 0, "retry_after_ms": 0 if allowed else 1000,
-            "reset_after_ms": 1000, "now_ms": now}
+    return {
+        "allowed": allowed,
+        "remaining": 99 if allowed else 0,
+        "retry_after_ms": 0 if allowed else 1000,
+        "reset_after_ms": 1000,
+        "now_ms": now,
+    }
 
 
 def fake_allowed():
@@ -42,11 +48,20 @@ def fake_allowed():
         elif op == "hello":
             out({"ok": True, "binding": "fake", "version": "0"})
         elif op == "key":
-            out({"ok": True, "key": "rl:{geocode:%s}:log:1000" % req.get("tenant"), "slot": 0})
+            out(
+                {
+                    "ok": True,
+                    "key": "rl:{{geocode:{}}}:log:1000".format(req.get("tenant")),
+                    "slot": 0,
+                }
+            )
         elif op == "load":
             with open(req["out"], "w") as f:
                 for _ in range(10):
-                    f.write('{"lang":"fake","allowed":true,"now_ms":%d,"retry_after_ms":0}\n' % int(time.time() * 1000))
+                    f.write(
+                        f'{{"lang":"fake","allowed":true,"now_ms":{int(time.time() * 1000)},'
+                        '"retry_after_ms":0}\n'
+                    )
             out({"ok": True, "calls": 10, "errors": 0})
         elif op == "exit":
             out({"ok": True})
@@ -56,8 +71,13 @@ def fake_allowed():
 
 
 def wrap(name, mutation):
-    child = subprocess.Popen([os.path.join(ROOT, "drivers", name)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True, bufsize=1)
+    child = subprocess.Popen(
+        [os.path.join(ROOT, "drivers", name)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        bufsize=1,
+    )
 
     def call(req):
         child.stdin.write(json.dumps(req) + "\n")

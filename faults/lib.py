@@ -1,6 +1,7 @@
 """What every fault scenario shares: a context that collects failures, driver
 sessions with timing, and the checks on replies (docs/driver.md)."""
 
+import contextlib
 import os
 import re
 import subprocess
@@ -64,17 +65,17 @@ class Context:
         """A fresh driver session; its hello must answer."""
         session = self.own(Session(self, self.launch()))
         hello = session.req(op="hello")
-        self.require(hello.get("ok") is True and isinstance(hello.get("binding"), str),
-                     f"hello: {hello}")
+        self.require(
+            hello.get("ok") is True and isinstance(hello.get("binding"), str), f"hello: {hello}"
+        )
         session.hello = hello
         return session
 
     def close(self):
         while self._cleanup:
-            try:
+            # A failing cleanup must not hide the result.
+            with contextlib.suppress(Exception):
                 self._cleanup.pop().close()
-            except Exception:  # noqa: BLE001 - cleanup must not hide the result
-                pass
 
 
 class Session:
@@ -124,9 +125,12 @@ def short(request, n=160):
 
 
 def is_decision(reply):
-    return (isinstance(reply, dict) and list(reply) == DECISION_KEYS
-            and isinstance(reply["allowed"], bool)
-            and all(type(reply[k]) is int and reply[k] >= 0 for k in DECISION_KEYS[1:]))
+    return (
+        isinstance(reply, dict)
+        and list(reply) == DECISION_KEYS
+        and isinstance(reply["allowed"], bool)
+        and all(type(reply[k]) is int and reply[k] >= 0 for k in DECISION_KEYS[1:])
+    )
 
 
 def expect_decision(ctx, reply, what, **want):
@@ -153,11 +157,15 @@ def expect_error(ctx, reply, what, code, field=None, contains=(), starts=None):
     message = reply.get("message")
     ok &= ctx.check(isinstance(message, str), f"{what}: no message: {reply}")
     if starts is not None:
-        ok &= ctx.check(isinstance(message, str) and message.startswith(starts),
-                        f"{what}: the message should start with {starts!r}: {message!r}")
+        ok &= ctx.check(
+            isinstance(message, str) and message.startswith(starts),
+            f"{what}: the message should start with {starts!r}: {message!r}",
+        )
     for text in contains:
-        ok &= ctx.check(isinstance(message, str) and text in message,
-                        f"{what}: the message should hold {text!r}: {message!r}")
+        ok &= ctx.check(
+            isinstance(message, str) and text in message,
+            f"{what}: the message should hold {text!r}: {message!r}",
+        )
     return ok
 
 
@@ -171,7 +179,9 @@ def expect_fast_unavailable(ctx, session, what, store, policy, ops, timeout_ms, 
     def within(ms, step, tried=True):
         ctx.check(ms <= upper, f"{what}: {step} took {ms:.0f} ms, the timeout is {timeout_ms} ms")
         if tried and lower_ms is not None:
-            ctx.check(ms >= lower_ms, f"{what}: {step} gave up after {ms:.0f} ms, before {lower_ms} ms")
+            ctx.check(
+                ms >= lower_ms, f"{what}: {step} gave up after {ms:.0f} ms, before {lower_ms} ms"
+            )
 
     reply, ms = session.timed(op="store", **store)
     if reply.get("ok") is not True:
@@ -196,7 +206,7 @@ def command_calls(admin):
     for name, value in admin.info("commandstats").items():
         m = re.match(r"calls=(\d+)", value)
         if name.startswith("cmdstat_") and m:
-            calls[name[len("cmdstat_"):]] = int(m.group(1))
+            calls[name[len("cmdstat_") :]] = int(m.group(1))
     return calls
 
 
@@ -231,10 +241,8 @@ class StderrFile:
 
     def close(self):
         self.file.close()
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(self.path)
-        except OSError:
-            pass
 
 
 def launcher(name, argv=None):
@@ -250,8 +258,15 @@ def launcher(name, argv=None):
                 err.close()
                 raise
         else:
-            proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err.file,
-                                    text=True, encoding="utf-8", bufsize=1)
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=err.file,
+                text=True,
+                encoding="utf-8",
+                bufsize=1,
+            )
             driver = Driver(name, proc)
         driver.stderr_text = err.text
         close = driver.close

@@ -13,16 +13,32 @@ import tempfile
 import threading
 import time
 
-from faults.lib import (ALGORITHMS, SLACK_MS, T, command_calls, expect_decision, expect_error,
-                        expect_fast_unavailable, expect_keys_expire, is_decision, is_error, now_ms,
-                        wait_for_window)
+from faults.lib import (
+    ALGORITHMS,
+    SLACK_MS,
+    T,
+    command_calls,
+    expect_decision,
+    expect_error,
+    expect_fast_unavailable,
+    expect_keys_expire,
+    is_decision,
+    is_error,
+    now_ms,
+    wait_for_window,
+)
 from harness.resp import Redis, ReplyError
 from harness.servers import Certificates, ClosedPort, Silent, SlowProxy
 
 
 def _policy(namespace, algorithm, limit, window_ms, resource="geocode"):
-    return {"namespace": namespace, "resource": resource, "algorithm": algorithm,
-            "limit": limit, "window_ms": window_ms}
+    return {
+        "namespace": namespace,
+        "resource": resource,
+        "algorithm": algorithm,
+        "limit": limit,
+        "window_ms": window_ms,
+    }
 
 
 def _redis(url, timeout_ms=2000, **extra):
@@ -30,6 +46,7 @@ def _redis(url, timeout_ms=2000, **extra):
 
 
 # ---------------------------------------------------------- SCRIPT FLUSH
+
 
 def script_flush(ctx):
     """SCRIPT FLUSH before every call: each goes through the NOSCRIPT
@@ -43,29 +60,47 @@ def script_flush(ctx):
         d.limiter(_redis(server.url), _policy("flush", alg, 3, 60_000))
         for i in range(5):
             admin("SCRIPT", "FLUSH")
-            expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T), f"{alg} acquire_at #{i} after a flush",
-                            allowed=i < 3, remaining=max(0, 2 - i))
+            expect_decision(
+                ctx,
+                d.req(op="acquire_at", tenant="t", now_ms=T),
+                f"{alg} acquire_at #{i} after a flush",
+                allowed=i < 3,
+                remaining=max(0, 2 - i),
+            )
             admin("SCRIPT", "FLUSH")
             # A peek answers what an acquire would: one permit fewer, if allowed.
-            expect_decision(ctx, d.req(op="peek", tenant="t", now_ms=T), f"{alg} peek after acquire #{i}",
-                            allowed=i < 2, remaining=max(0, 1 - i))
+            expect_decision(
+                ctx,
+                d.req(op="peek", tenant="t", now_ms=T),
+                f"{alg} peek after acquire #{i}",
+                allowed=i < 2,
+                remaining=max(0, 1 - i),
+            )
             calls += 2
         wait_for_window(admin, 60_000)
         for i in range(4):
             admin("SCRIPT", "FLUSH")
-            expect_decision(ctx, d.req(op="acquire", tenant="server-time"), f"{alg} server-time acquire #{i}",
-                            allowed=i < 3, remaining=max(0, 2 - i))
+            expect_decision(
+                ctx,
+                d.req(op="acquire", tenant="server-time"),
+                f"{alg} server-time acquire #{i}",
+                allowed=i < 3,
+                remaining=max(0, 2 - i),
+            )
             calls += 1
     stats = command_calls(admin)
     sha = stats.get("evalsha", 0) + stats.get("evalsha_ro", 0)
     full = stats.get("eval", 0) + stats.get("eval_ro", 0)
-    ctx.check(sha == calls and full == calls,
-              f"{calls} calls after flushes: want {calls} EVALSHA and {calls} EVAL (one NOSCRIPT fallback each), "
-              f"got {sha} and {full}")
+    ctx.check(
+        sha == calls and full == calls,
+        f"{calls} calls after flushes: want {calls} EVALSHA and {calls} EVAL (one NOSCRIPT fallback each), "
+        f"got {sha} and {full}",
+    )
     expect_keys_expire(ctx, admin, "script_flush")
 
 
 # ---------------------------------------------------------------- restart
+
 
 def _load_lines(ctx, path):
     lines = []
@@ -95,9 +130,21 @@ def restart_mid_run(ctx):
     reply = {}
 
     def run():
-        reply.update(d.req(timeout_s=30, op="load", lang="faults", tenant="tenant-1", cost=1,
-                           concurrency=concurrency, start_at_ms=start, end_at_ms=end, ramp_ms=50,
-                           jitter_ms=jitter, out=out))
+        reply.update(
+            d.req(
+                timeout_s=30,
+                op="load",
+                lang="faults",
+                tenant="tenant-1",
+                cost=1,
+                concurrency=concurrency,
+                start_at_ms=start,
+                end_at_ms=end,
+                ramp_ms=50,
+                jitter_ms=jitter,
+                out=out,
+            )
+        )
 
     caller = threading.Thread(target=run, daemon=True)
     caller.start()
@@ -111,44 +158,82 @@ def restart_mid_run(ctx):
     returned_at = now_ms()
     ctx.require(not caller.is_alive(), "the load op did not return")
     ctx.require(reply.get("ok") is True, f"load: {reply}")
-    ctx.check(returned_at <= end + timeout + SLACK_MS,
-              f"load returned {returned_at - end} ms after its end: a call outlived its timeout")
+    ctx.check(
+        returned_at <= end + timeout + SLACK_MS,
+        f"load returned {returned_at - end} ms after its end: a call outlived its timeout",
+    )
     lines = _load_lines(ctx, out)
-    errors = [l for l in lines if "error" in l]
-    decisions = [l for l in lines if "error" not in l]
-    ctx.check(reply.get("calls") == len(lines) and reply.get("errors") == len(errors),
-              f"load counted {reply.get('calls')} calls, {reply.get('errors')} errors; its file holds "
-              f"{len(lines)}, {len(errors)}")
-    codes = sorted({l.get("error") for l in errors})
+    errors = [rec for rec in lines if "error" in rec]
+    decisions = [rec for rec in lines if "error" not in rec]
+    ctx.check(
+        reply.get("calls") == len(lines) and reply.get("errors") == len(errors),
+        f"load counted {reply.get('calls')} calls, {reply.get('errors')} errors; its file holds "
+        f"{len(lines)}, {len(errors)}",
+    )
+    codes = sorted({rec.get("error") for rec in errors})
     ctx.check(codes in ([], ["unavailable"]), f"errors other than unavailable: {codes}")
     ctx.check(errors, "no call saw the outage")
-    ctx.check(all(l.get("allowed") is True for l in decisions), "a decision far below the limit was a denial")
-    ctx.check(any(l.get("now_ms", 0) < stopped_at for l in decisions), "the run did not start healthy")
-    after = sorted(l["now_ms"] for l in decisions if l.get("now_ms", 0) >= restarted_at)
-    ctx.require(after, f"no call succeeded after the restart ({restarted_at - stopped_at} ms outage)")
+    ctx.check(
+        all(rec.get("allowed") is True for rec in decisions),
+        "a decision far below the limit was a denial",
+    )
+    ctx.check(
+        any(rec.get("now_ms", 0) < stopped_at for rec in decisions), "the run did not start healthy"
+    )
+    after = sorted(rec["now_ms"] for rec in decisions if rec.get("now_ms", 0) >= restarted_at)
+    ctx.require(
+        after, f"no call succeeded after the restart ({restarted_at - stopped_at} ms outage)"
+    )
     recovered = after[0] - restarted_at
-    ctx.check(recovered <= 3 * timeout + 300, f"the first success came {recovered} ms after the server was back")
+    ctx.check(
+        recovered <= 3 * timeout + 300,
+        f"the first success came {recovered} ms after the server was back",
+    )
     # Bounded: callers sleep uniform [0, jitter] ms between calls, so they make
     # fewer than one call per jitter/8 ms on average while the server is
     # down, plus a few on connections that died with it.
     down = restarted_at - stopped_at + recovered
     bound = concurrency * (down // (jitter // 8) + 5)
-    ctx.check(len(errors) <= bound, f"{len(errors)} unavailable errors for a {down} ms outage (bound {bound})")
+    ctx.check(
+        len(errors) <= bound,
+        f"{len(errors)} unavailable errors for a {down} ms outage (bound {bound})",
+    )
     # Afterwards every call succeeds, but for a driver whose client sends on a
     # pooled connection idle through the restart without checking it first
     # (hello's stale_idle_connections, docs/driver.md): there each such
     # connection fails once, with unavailable (at most one per caller).
     start = now_ms() + 50
-    again = d.req(timeout_s=30, op="load", lang="faults", tenant="tenant-1", cost=1, concurrency=concurrency,
-                  start_at_ms=start, end_at_ms=start + 400, ramp_ms=20, jitter_ms=jitter, out=out)
+    again = d.req(
+        timeout_s=30,
+        op="load",
+        lang="faults",
+        tenant="tenant-1",
+        cost=1,
+        concurrency=concurrency,
+        start_at_ms=start,
+        end_at_ms=start + 400,
+        ramp_ms=20,
+        jitter_ms=jitter,
+        out=out,
+    )
     stale = concurrency if d.hello.get("stale_idle_connections") is True else 0
-    codes_after = sorted({l.get("error") for l in _load_lines(ctx, out) if "error" in l})
-    ctx.check(again.get("ok") is True and again.get("calls", 0) > 0 and again.get("errors", 1) <= stale
-              and codes_after in ([], ["unavailable"]),
-              f"a load after the restart: {again}, error codes {codes_after} (at most {stale} unavailable allowed)")
+    codes_after = sorted({rec.get("error") for rec in _load_lines(ctx, out) if "error" in rec})
+    ctx.check(
+        again.get("ok") is True
+        and again.get("calls", 0) > 0
+        and again.get("errors", 1) <= stale
+        and codes_after in ([], ["unavailable"]),
+        f"a load after the restart: {again}, error codes {codes_after} (at most {stale} unavailable allowed)",
+    )
     admin = server.client()
-    ctx.check(admin("EXISTS", key) == 1 and admin("PTTL", key) > 0, f"{key} not recorded on the new server")
-    ctx.check(command_calls(admin).get("eval", 0) >= 1, "the new server never got EVAL (the NOSCRIPT fallback)")
+    ctx.check(
+        admin("EXISTS", key) == 1 and admin("PTTL", key) > 0,
+        f"{key} not recorded on the new server",
+    )
+    ctx.check(
+        command_calls(admin).get("eval", 0) >= 1,
+        "the new server never got EVAL (the NOSCRIPT fallback)",
+    )
     expect_keys_expire(ctx, admin, "restart_mid_run")
 
 
@@ -164,14 +249,26 @@ def restart_between_calls(ctx):
     d.limiter(_redis(server.url, timeout), _policy("restart", "sliding_counter", 3, 60_000))
     wait_for_window(server.client(), 60_000)
     for want in (2, 1):
-        expect_decision(ctx, d.req(op="acquire", tenant="s"), "server time before the restart",
-                        allowed=True, remaining=want)
-    expect_decision(ctx, d.req(op="acquire_at", tenant="c", now_ms=T), "caller time before the restart",
-                    allowed=True, remaining=2)
+        expect_decision(
+            ctx,
+            d.req(op="acquire", tenant="s"),
+            "server time before the restart",
+            allowed=True,
+            remaining=want,
+        )
+    expect_decision(
+        ctx,
+        d.req(op="acquire_at", tenant="c", now_ms=T),
+        "caller time before the restart",
+        allowed=True,
+        remaining=2,
+    )
     server.stop()
     reply, ms = d.timed(op="acquire", tenant="s")
     expect_error(ctx, reply, "acquire while the server is down", "unavailable")
-    ctx.check(ms <= timeout + SLACK_MS, f"the call while down took {ms:.0f} ms (timeout {timeout} ms)")
+    ctx.check(
+        ms <= timeout + SLACK_MS, f"the call while down took {ms:.0f} ms (timeout {timeout} ms)"
+    )
     server.start()
     errors = 0
     while True:
@@ -183,22 +280,37 @@ def restart_between_calls(ctx):
     # The call made while the server was down may still run once it is back
     # (ioredis's offline queue: docs/compatibility.md, the Node binding), counted once at most: an
     # over-count by its cost, never an under-count.
-    first = expect_decision(ctx, reply, f"first server-time call on the empty server ({errors} errors first)",
-                            allowed=True)
-    expect_decision(ctx, d.req(op="acquire_at", tenant="c", now_ms=T), "caller time on the empty server",
-                    allowed=True, remaining=2)
+    first = expect_decision(
+        ctx,
+        reply,
+        f"first server-time call on the empty server ({errors} errors first)",
+        allowed=True,
+    )
+    expect_decision(
+        ctx,
+        d.req(op="acquire_at", tenant="c", now_ms=T),
+        "caller time on the empty server",
+        allowed=True,
+        remaining=2,
+    )
     admin = server.client()
     recorded = sum(int(v) for v in admin("HVALS", d.key("s")))
     late = recorded - 1
-    ctx.check(0 <= late <= 1 + errors,
-              f"the empty server recorded {recorded} permits for 1 call and {1 + errors} failed ones")
+    ctx.check(
+        0 <= late <= 1 + errors,
+        f"the empty server recorded {recorded} permits for 1 call and {1 + errors} failed ones",
+    )
     if first:
-        ctx.check(3 - recorded <= first["remaining"] <= 2,
-                  f"remaining {first['remaining']} on an empty server that recorded {recorded}")
+        ctx.check(
+            3 - recorded <= first["remaining"] <= 2,
+            f"remaining {first['remaining']} on an empty server that recorded {recorded}",
+        )
     stats = command_calls(admin)
-    ctx.check(1 <= stats.get("eval", 0) <= 1 + late and stats.get("evalsha", 0) == 2 + late,
-              f"want {2 + late} EVALSHA and 1 to {1 + late} EVAL (NOSCRIPT fallbacks) on the new server, got "
-              f"{stats.get('evalsha')} and {stats.get('eval')}")
+    ctx.check(
+        1 <= stats.get("eval", 0) <= 1 + late and stats.get("evalsha", 0) == 2 + late,
+        f"want {2 + late} EVALSHA and 1 to {1 + late} EVAL (NOSCRIPT fallbacks) on the new server, got "
+        f"{stats.get('evalsha')} and {stats.get('eval')}",
+    )
 
 
 # ------------------------------------------------------ unreachable, slow
@@ -220,10 +332,14 @@ def unreachable(ctx):
     killed.stop()
     d = ctx.driver()
     policy = _policy("dead", "sliding_log", 3, 1000)
-    for what, url, timeout in (("closed port", closed.url, 100), ("closed port", closed.url, 400),
-                               ("killed server", killed.url, 300)):
-        expect_fast_unavailable(ctx, d, f"{what}, timeout {timeout} ms", _redis(url, timeout), policy, CALLS,
-                                timeout)
+    for what, url, timeout in (
+        ("closed port", closed.url, 100),
+        ("closed port", closed.url, 400),
+        ("killed server", killed.url, 300),
+    ):
+        expect_fast_unavailable(
+            ctx, d, f"{what}, timeout {timeout} ms", _redis(url, timeout), policy, CALLS, timeout
+        )
 
 
 def hanging(ctx):
@@ -232,8 +348,16 @@ def hanging(ctx):
     silent = ctx.own(Silent())
     d = ctx.driver()
     timeout = 300
-    expect_fast_unavailable(ctx, d, "silent peer", _redis(silent.url, timeout),
-                            _policy("dead", "sliding_log", 3, 1000), CALLS, timeout, lower_ms=timeout - 20)
+    expect_fast_unavailable(
+        ctx,
+        d,
+        "silent peer",
+        _redis(silent.url, timeout),
+        _policy("dead", "sliding_log", 3, 1000),
+        CALLS,
+        timeout,
+        lower_ms=timeout - 20,
+    )
 
 
 def slow(ctx):
@@ -249,44 +373,72 @@ def slow(ctx):
     fast_d, slow_d, new_d = ctx.driver(), ctx.driver(), ctx.driver()
     fast_d.limiter(_redis(proxy.url, short), policy)
     slow_d.limiter(_redis(proxy.url, patient), policy)
-    expect_decision(ctx, fast_d.req(op="acquire_at", tenant="t", now_ms=T), "short timeout, fast link",
-                    allowed=True, remaining=9)
+    expect_decision(
+        ctx,
+        fast_d.req(op="acquire_at", tenant="t", now_ms=T),
+        "short timeout, fast link",
+        allowed=True,
+        remaining=9,
+    )
     # The patient limiter's connection opens while the link is fast too.
-    expect_decision(ctx, slow_d.req(op="peek", tenant="t", now_ms=T), "patient peek, fast link",
-                    allowed=True, remaining=8)
+    expect_decision(
+        ctx,
+        slow_d.req(op="peek", tenant="t", now_ms=T),
+        "patient peek, fast link",
+        allowed=True,
+        remaining=8,
+    )
 
     delay = 300
     proxy.delay_ms = delay
-    for op in ({"op": "acquire_at", "tenant": "t", "now_ms": T + 1},
-               {"op": "acquire_at", "tenant": "t", "now_ms": T + 1},
-               {"op": "peek", "tenant": "t", "now_ms": T + 1},
-               {"op": "reset", "tenant": "u"}):
+    for op in (
+        {"op": "acquire_at", "tenant": "t", "now_ms": T + 1},
+        {"op": "acquire_at", "tenant": "t", "now_ms": T + 1},
+        {"op": "peek", "tenant": "t", "now_ms": T + 1},
+        {"op": "reset", "tenant": "u"},
+    ):
         reply, ms = fast_d.timed(**op)
         expect_error(ctx, reply, f"{op['op']} through a {2 * delay} ms round trip", "unavailable")
-        ctx.check(short - 20 <= ms <= 3 * short, f"{op['op']}: unavailable after {ms:.0f} ms, the timeout is {short}")
+        ctx.check(
+            short - 20 <= ms <= 3 * short,
+            f"{op['op']}: unavailable after {ms:.0f} ms, the timeout is {short}",
+        )
     # Connecting through the slow link fails in time too (the call that
     # connects, or the store or policy when the binding connects there).
-    expect_fast_unavailable(ctx, new_d, "connecting through the slow link", _redis(proxy.url, fresh), policy,
-                            [{"op": "acquire_at", "tenant": "t", "now_ms": T + 1}], fresh)
+    expect_fast_unavailable(
+        ctx,
+        new_d,
+        "connecting through the slow link",
+        _redis(proxy.url, fresh),
+        policy,
+        [{"op": "acquire_at", "tenant": "t", "now_ms": T + 1}],
+        fresh,
+    )
 
     served, ms = slow_d.timed(op="acquire_at", tenant="t", now_ms=T + 2)
     if expect_decision(ctx, served, "3 s timeout through the slow link", allowed=True):
         ctx.check(ms >= 2 * delay, f"served in {ms:.0f} ms through a {2 * delay} ms round trip")
         # 2 counted for sure; up to 3 timed-out acquires may have reached Redis.
-        ctx.check(5 <= served["remaining"] <= 8, f"remaining {served['remaining']} after 2 to 5 permits")
+        ctx.check(
+            5 <= served["remaining"] <= 8, f"remaining {served['remaining']} after 2 to 5 permits"
+        )
 
     proxy.delay_ms = 0
     time.sleep(3 * delay / 1000)  # the timed-out requests' replies drain
     after = fast_d.req(op="acquire_at", tenant="t", now_ms=T + 3)
-    if expect_decision(ctx, after, "the short-timeout limiter on a fast link again", allowed=True) and \
-            is_decision(served):
-        ctx.check(4 <= after["remaining"] <= served["remaining"] - 1,
-                  f"remaining {after['remaining']} after {served['remaining']}: a permit was lost or a "
-                  "timed-out call counted twice")
+    if expect_decision(
+        ctx, after, "the short-timeout limiter on a fast link again", allowed=True
+    ) and is_decision(served):
+        ctx.check(
+            4 <= after["remaining"] <= served["remaining"] - 1,
+            f"remaining {after['remaining']} after {served['remaining']}: a permit was lost or a "
+            "timed-out call counted twice",
+        )
     expect_keys_expire(ctx, server.client(), "slow")
 
 
 # ------------------------------------------------------------- wrong type
+
 
 def wrong_type(ctx):
     """A key holding something the algorithm does not use (another type, the
@@ -302,24 +454,48 @@ def wrong_type(ctx):
         writers = {
             "a string": [["SET", key, "not a rate limit"]],
             "a set": [["SADD", key, "x"]],
-            "the other algorithm's": [["HSET", key, "1", "1"]] if alg == "sliding_log" else [["RPUSH", key, "1"]],
+            "the other algorithm's": [["HSET", key, "1", "1"]]
+            if alg == "sliding_log"
+            else [["RPUSH", key, "1"]],
             # The right type, holding data slidelimit never writes.
-            "foreign data": [["RPUSH", key, "x"]] if alg == "sliding_log" else [["HSET", key, "note", "1"]],
+            "foreign data": [["RPUSH", key, "x"]]
+            if alg == "sliding_log"
+            else [["HSET", key, "note", "1"]],
         }
         for kind, commands in writers.items():
             admin.pipeline(*commands, ["PEXPIRE", key, 60_000])
             before = admin("DUMP", key)
-            for op in ({"op": "acquire", "tenant": "t"}, {"op": "acquire_at", "tenant": "t", "now_ms": T},
-                       {"op": "peek", "tenant": "t"}, {"op": "peek", "tenant": "t", "now_ms": T}):
+            for op in (
+                {"op": "acquire", "tenant": "t"},
+                {"op": "acquire_at", "tenant": "t", "now_ms": T},
+                {"op": "peek", "tenant": "t"},
+                {"op": "peek", "tenant": "t", "now_ms": T},
+            ):
                 what = f"{alg}, {kind} at {key}: {op['op']}{' at T' if 'now_ms' in op else ''}"
                 reply = d.req(**op)
-                contains = ["wrong kind of value"] if kind != "foreign data" else []  # the server's reply, kept
-                if expect_error(ctx, reply, what, "wrong_type", contains=contains,
-                                starts=f"key {key} holds a value the {alg} algorithm does not use"):
-                    ctx.check(reply.get("field") is None, f"{what}: field {reply.get('field')!r}, want null")
-                    ctx.check(reply["message"].count("WRONGTYPE") == 1,
-                              f"{what}: WRONGTYPE should appear once: {reply['message']!r}")
-            ctx.check(admin("DUMP", key) == before and admin("PTTL", key) > 0, f"{alg}: {kind} key changed")
+                contains = (
+                    ["wrong kind of value"] if kind != "foreign data" else []
+                )  # the server's reply, kept
+                if expect_error(
+                    ctx,
+                    reply,
+                    what,
+                    "wrong_type",
+                    contains=contains,
+                    starts=f"key {key} holds a value the {alg} algorithm does not use",
+                ):
+                    ctx.check(
+                        reply.get("field") is None,
+                        f"{what}: field {reply.get('field')!r}, want null",
+                    )
+                    ctx.check(
+                        reply["message"].count("WRONGTYPE") == 1,
+                        f"{what}: WRONGTYPE should appear once: {reply['message']!r}",
+                    )
+            ctx.check(
+                admin("DUMP", key) == before and admin("PTTL", key) > 0,
+                f"{alg}: {kind} key changed",
+            )
             d.ok("reset deletes a key of any type", op="reset", tenant="t")
             ctx.check(admin("EXISTS", key) == 0, f"{alg}: reset left {kind} key {key}")
 
@@ -328,8 +504,23 @@ def wrong_type(ctx):
 
 # What a limiter needs: EVALSHA (every call), EVAL (the NOSCRIPT fallback),
 # DEL (reset) and what the scripts call (docs/compatibility.md's list).
-ACL_COMMANDS = ["evalsha", "eval", "del", "time", "lrange", "llen", "lindex", "lpop", "ltrim", "rpush",
-                "pexpire", "hmget", "hincrby", "hkeys", "hdel"]
+ACL_COMMANDS = [
+    "evalsha",
+    "eval",
+    "del",
+    "time",
+    "lrange",
+    "llen",
+    "lindex",
+    "lpop",
+    "ltrim",
+    "rpush",
+    "pexpire",
+    "hmget",
+    "hincrby",
+    "hkeys",
+    "hdel",
+]
 
 
 def acl(ctx):
@@ -340,8 +531,18 @@ def acl(ctx):
     server = ctx.redis()
     admin = server.client()
     ns, user, password = "aclns", "limiter", "s3cret-pass"
-    admin("ACL", "SETUSER", user, "reset", "on", f">{password}", f"~{ns}:*", "resetchannels", "-@all",
-          *[f"+{c}" for c in ACL_COMMANDS])
+    admin(
+        "ACL",
+        "SETUSER",
+        user,
+        "reset",
+        "on",
+        f">{password}",
+        f"~{ns}:*",
+        "resetchannels",
+        "-@all",
+        *[f"+{c}" for c in ACL_COMMANDS],
+    )
     url = f"redis://{user}:{password}@127.0.0.1:{server.port}/"
     d = ctx.driver()
     for alg in ALGORITHMS:
@@ -349,37 +550,63 @@ def acl(ctx):
         key = d.key("t")
         wait_for_window(admin, 60_000)
         expect_decision(ctx, d.req(op="acquire", tenant="t"), f"{alg} server time", allowed=True)
-        expect_decision(ctx, d.req(op="acquire", tenant="t", cost=2), f"{alg} server time, cost 2", allowed=True)
-        expect_decision(ctx, d.req(op="peek", tenant="t"), f"{alg} peek at the limit", allowed=False)
-        expect_decision(ctx, d.req(op="acquire", tenant="t"), f"{alg} acquire at the limit", allowed=False)
+        expect_decision(
+            ctx, d.req(op="acquire", tenant="t", cost=2), f"{alg} server time, cost 2", allowed=True
+        )
+        expect_decision(
+            ctx, d.req(op="peek", tenant="t"), f"{alg} peek at the limit", allowed=False
+        )
+        expect_decision(
+            ctx, d.req(op="acquire", tenant="t"), f"{alg} acquire at the limit", allowed=False
+        )
         d.ok(f"{alg} reset", op="reset", tenant="t")
         ctx.check(admin("EXISTS", key) == 0, f"{alg}: reset left {key}")
         for i in range(4):
-            expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T + i), f"{alg} caller time #{i}",
-                            allowed=i < 3)
+            expect_decision(
+                ctx,
+                d.req(op="acquire_at", tenant="t", now_ms=T + i),
+                f"{alg} caller time #{i}",
+                allowed=i < 3,
+            )
         # After the window: the log trims, the counter drops old fields.
-        expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T + 200_000), f"{alg} after the window",
-                        allowed=True)
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="t", now_ms=T + 200_000),
+            f"{alg} after the window",
+            allowed=True,
+        )
         admin("SCRIPT", "FLUSH")  # NOSCRIPT: the fallback's EVAL is allowed too
-        expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T + 200_001), f"{alg} after SCRIPT FLUSH",
-                        allowed=True)
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="t", now_ms=T + 200_001),
+            f"{alg} after SCRIPT FLUSH",
+            allowed=True,
+        )
         ctx.check(admin("PTTL", key) > 0, f"{alg}: {key} has no TTL")
     before = admin("DBSIZE")
     for alg in ALGORITHMS:
         d.limiter(_redis(url), _policy(f"other{ns}", alg, 3, 60_000))
         key = d.key("t")
         for op in CALLS:
-            expect_error(ctx, d.req(**op), f"{alg} outside the prefix: {op['op']}", "permission_denied",
-                         contains=["NOPERM"])
+            expect_error(
+                ctx,
+                d.req(**op),
+                f"{alg} outside the prefix: {op['op']}",
+                "permission_denied",
+                contains=["NOPERM"],
+            )
         ctx.check(admin("EXISTS", key) == 0, f"{alg}: {key} was written outside the prefix")
     ctx.check(admin("DBSIZE") == before, "keys were written outside the prefix")
     # A wrong password (WRONGPASS) is an auth refusal, permission_denied, at
     # whichever step the binding first talks to the server.
     wrong = f"redis://{user}:not-{password}@127.0.0.1:{server.port}/"
     step = None
-    for step, request in (("store", {"op": "store", **_redis(wrong)}),
-                          ("policy", {"op": "policy", **_policy(ns, "sliding_log", 3, 60_000)}),
-                          ("acquire", {"op": "acquire", "tenant": "t"})):
+    # step is read after the loop: the one the refusal came at.
+    for step, request in (  # noqa: B007
+        ("store", {"op": "store", **_redis(wrong)}),
+        ("policy", {"op": "policy", **_policy(ns, "sliding_log", 3, 60_000)}),
+        ("acquire", {"op": "acquire", "tenant": "t"}),
+    ):
         reply = d.req(**request)
         if reply.get("ok") is not True:
             break
@@ -401,6 +628,7 @@ def acl(ctx):
 
 # -------------------------------------------------------------------- TLS
 
+
 def tls(ctx):
     """A server speaking only TLS, its certificate (localhost, 127.0.0.1)
     from the scenario's CA: trusted through tls_ca_file it serves, by name
@@ -416,11 +644,21 @@ def tls(ctx):
     for host in ("localhost", "127.0.0.1"):
         d.limiter(_redis(f"rediss://{host}:{server.port}/", timeout, tls_ca_file=ca), policy)
         for want in (2, 1, 0):
-            expect_decision(ctx, d.req(op="acquire", tenant="t"), f"TLS via {host}: acquire", allowed=True,
-                            remaining=want)
+            expect_decision(
+                ctx,
+                d.req(op="acquire", tenant="t"),
+                f"TLS via {host}: acquire",
+                allowed=True,
+                remaining=want,
+            )
         expect_decision(ctx, d.req(op="peek", tenant="t"), f"TLS via {host}: peek", allowed=False)
-        expect_decision(ctx, d.req(op="acquire_at", tenant="c", now_ms=T), f"TLS via {host}: acquire_at",
-                        allowed=True, remaining=2)
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="c", now_ms=T),
+            f"TLS via {host}: acquire_at",
+            allowed=True,
+            remaining=2,
+        )
         ctx.check(admin("PTTL", d.key("c")) > 0, f"TLS via {host}: no TTL")
         for tenant in ("t", "c"):
             d.ok(f"TLS via {host}: reset", op="reset", tenant=tenant)
@@ -428,13 +666,21 @@ def tls(ctx):
     t = refused_timeout
     refused = [
         ("the system roots only", _redis(f"rediss://localhost:{server.port}/", t)),
-        ("another CA", _redis(f"rediss://localhost:{server.port}/", t, tls_ca_file=certs.path("other-ca.crt"))),
-        ("a certificate for another name", _redis(f"rediss://localhost:{misnamed.port}/", t, tls_ca_file=ca)),
+        (
+            "another CA",
+            _redis(f"rediss://localhost:{server.port}/", t, tls_ca_file=certs.path("other-ca.crt")),
+        ),
+        (
+            "a certificate for another name",
+            _redis(f"rediss://localhost:{misnamed.port}/", t, tls_ca_file=ca),
+        ),
         ("plain text on the TLS port", _redis(f"redis://127.0.0.1:{server.port}/", t)),
     ]
     for what, store in refused:
         expect_fast_unavailable(ctx, ctx.driver(), what, store, policy, CALLS[:2], t)
-    ctx.check(admin("DBSIZE") == 0 and misnamed.client()("DBSIZE") == 0, "a refused client wrote a key")
+    ctx.check(
+        admin("DBSIZE") == 0 and misnamed.client()("DBSIZE") == 0, "a refused client wrote a key"
+    )
 
 
 # -------------------------------------------------------------- bad input
@@ -476,12 +722,23 @@ BAD_TENANTS = [
 def _bad_calls(limit):
     calls = []
     for tenant, message in BAD_TENANTS:
-        for op in ({"op": "acquire"}, {"op": "acquire", "cost": 1}, {"op": "acquire_at", "now_ms": T},
-                   {"op": "peek"}, {"op": "peek", "now_ms": T}, {"op": "reset"}, {"op": "key"}):
+        for op in (
+            {"op": "acquire"},
+            {"op": "acquire", "cost": 1},
+            {"op": "acquire_at", "now_ms": T},
+            {"op": "peek"},
+            {"op": "peek", "now_ms": T},
+            {"op": "reset"},
+            {"op": "key"},
+        ):
             calls.append(({**op, "tenant": tenant}, "tenant", message))
     for cost in (0, limit + 1, 1 << 53):
-        for op in ({"op": "acquire"}, {"op": "acquire_at", "now_ms": T}, {"op": "peek"},
-                   {"op": "peek", "now_ms": T}):
+        for op in (
+            {"op": "acquire"},
+            {"op": "acquire_at", "now_ms": T},
+            {"op": "peek"},
+            {"op": "peek", "now_ms": T},
+        ):
             calls.append(({**op, "tenant": "t", "cost": cost}, "cost", "cost: "))
     for now in ((1 << 52) + 1, 1 << 53):
         for op in ({"op": "acquire_at"}, {"op": "peek"}):
@@ -504,21 +761,41 @@ def bad_input(ctx):
         for overrides, field in BAD_POLICIES:
             d.ok("store", op="store", **store)
             policy = {**good, **overrides}
-            expect_error(ctx, d.req(op="policy", **policy), f"{kind}: policy {overrides}", "invalid_argument",
-                         field=field, starts=f"{field}: ")
+            expect_error(
+                ctx,
+                d.req(op="policy", **policy),
+                f"{kind}: policy {overrides}",
+                "invalid_argument",
+                field=field,
+                starts=f"{field}: ",
+            )
         for alg in ALGORITHMS:
             d.limiter(store, {**good, "algorithm": alg})
             for op, field, message in _bad_calls(good["limit"]):
-                shown = {k: (f"{v[:4]}...({len(v)} chars)" if isinstance(v, str) and len(v) > 20 else v)
-                         for k, v in op.items()}
-                expect_error(ctx, d.req(**op), f"{kind} {alg}: {shown}", "invalid_argument", field=field,
-                             starts=message)
+                shown = {
+                    k: (f"{v[:4]}...({len(v)} chars)" if isinstance(v, str) and len(v) > 20 else v)
+                    for k, v in op.items()
+                }
+                expect_error(
+                    ctx,
+                    d.req(**op),
+                    f"{kind} {alg}: {shown}",
+                    "invalid_argument",
+                    field=field,
+                    starts=message,
+                )
     for timeout in (0, 1 << 31):
         reply = d.req(op="store", **_redis(server.url, timeout))
         if reply.get("ok") is True:  # a binding that makes its client with the limiter
             reply = d.req(op="policy", **good)
-        expect_error(ctx, reply, f"store with timeout_ms {timeout}", "invalid_argument", field="timeout_ms",
-                     starts="timeout_ms: ")
+        expect_error(
+            ctx,
+            reply,
+            f"store with timeout_ms {timeout}",
+            "invalid_argument",
+            field="timeout_ms",
+            starts="timeout_ms: ",
+        )
     ctx.check(admin("DBSIZE") == 0, f"bad input wrote {admin('DBSIZE')} keys")
     stats = command_calls(admin)
     sent = {c: stats[c] for c in ("evalsha", "evalsha_ro", "eval", "eval_ro", "del") if c in stats}
@@ -526,31 +803,63 @@ def bad_input(ctx):
 
     # The largest valid values.
     for kind, store in stores.items():
-        for overrides in ({"namespace": "n" * 64, "resource": "r" * 64}, {"limit": 10_000},
-                          {"algorithm": "sliding_counter", "limit": 1 << 26, "window_ms": 1 << 26}):
+        for overrides in (
+            {"namespace": "n" * 64, "resource": "r" * 64},
+            {"limit": 10_000},
+            {"algorithm": "sliding_counter", "limit": 1 << 26, "window_ms": 1 << 26},
+        ):
             d.ok(f"{kind}: policy {list(overrides)} at the limit", op="store", **store)
-            d.ok(f"{kind}: policy {list(overrides)} at the limit", op="policy", **{**good, **overrides})
+            d.ok(
+                f"{kind}: policy {list(overrides)} at the limit",
+                op="policy",
+                **{**good, **overrides},
+            )
         d.limiter(store, good)
         for tenant in ("x" * 512, "é" * 256):
-            expect_decision(ctx, d.req(op="acquire_at", tenant=tenant, now_ms=T), f"{kind}: 512-byte tenant",
-                            allowed=True)
-        expect_decision(ctx, d.req(op="acquire_at", tenant="edge", cost=3, now_ms=1 << 52),
-                        f"{kind}: cost = limit at now_ms 2^52", allowed=True, remaining=0)
+            expect_decision(
+                ctx,
+                d.req(op="acquire_at", tenant=tenant, now_ms=T),
+                f"{kind}: 512-byte tenant",
+                allowed=True,
+            )
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="edge", cost=3, now_ms=1 << 52),
+            f"{kind}: cost = limit at now_ms 2^52",
+            allowed=True,
+            remaining=0,
+        )
     admin("FLUSHALL")
 
     # Braces are escaped, not refused: one key, the one the binding names.
     d.limiter(stores["redis"], good)
     expected = "bad:{geocode:%7D%7Ba%7D%7B%7Bb%7D%7D}:log:1000"
-    ctx.check(d.key("}{a}{{b}}") == expected, f"key of }}{{a}}{{{{b}}}}: {d.key('}{a}{{b}}')}, want {expected}")
+    ctx.check(
+        d.key("}{a}{{b}}") == expected,
+        f"key of }}{{a}}{{{{b}}}}: {d.key('}{a}{{b}}')}, want {expected}",
+    )
     for tenant in ("}{a}{{b}}", "{", "}", "{}", "{{{{"):
-        expect_decision(ctx, d.req(op="acquire_at", tenant=tenant, now_ms=T), f"tenant {tenant!r}", allowed=True)
+        expect_decision(
+            ctx, d.req(op="acquire_at", tenant=tenant, now_ms=T), f"tenant {tenant!r}", allowed=True
+        )
         keys = [k.decode() for k in admin.scan_all()]
-        ctx.check(keys == [d.key(tenant)], f"tenant {tenant!r} wrote {keys}, want [{d.key(tenant)}]")
-        ctx.check(all(k.count("{") == 1 and k.count("}") == 1 for k in keys), f"more than one hash tag: {keys}")
+        ctx.check(
+            keys == [d.key(tenant)], f"tenant {tenant!r} wrote {keys}, want [{d.key(tenant)}]"
+        )
+        ctx.check(
+            all(k.count("{") == 1 and k.count("}") == 1 for k in keys),
+            f"more than one hash tag: {keys}",
+        )
         expect_keys_expire(ctx, admin, f"tenant {tenant!r}")
         admin("FLUSHALL")
     # The driver, and the binding, are still alive and well.
-    expect_decision(ctx, d.req(op="acquire_at", tenant="t", now_ms=T), "after all that", allowed=True, remaining=2)
+    expect_decision(
+        ctx,
+        d.req(op="acquire_at", tenant="t", now_ms=T),
+        "after all that",
+        allowed=True,
+        remaining=2,
+    )
 
 
 class _TempDir:

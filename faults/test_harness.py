@@ -7,6 +7,7 @@ the FAIL comes from the fault). The wrapped driver is FAULTS_SELFTEST_DRIVER
 
     python3 -m unittest -v faults/test_harness.py
 """
+
 import io
 import os
 import sys
@@ -39,7 +40,9 @@ RUNNER = _load_runner()
 def grid(name, argv, scenarios):
     """{scenario: passed} for the fake driver `argv` named `name`."""
     err = io.StringIO()
-    results = RUNNER.run([name], scenarios, launchers={name: launcher(name, argv)}, out=io.StringIO(), err=err)
+    results = RUNNER.run(
+        [name], scenarios, launchers={name: launcher(name, argv)}, out=io.StringIO(), err=err
+    )
     return {s: results[s, name] for s in scenarios}, err.getvalue()
 
 
@@ -50,7 +53,9 @@ def wrapped(mutation):
 class BrokenDriversFail(unittest.TestCase):
     def assertFails(self, mutation, scenarios):
         passed, log = grid(f"{BASE}+{mutation}", wrapped(mutation), scenarios)
-        self.assertEqual([s for s, ok in passed.items() if ok], [], f"{mutation} went unnoticed:\n{log}")
+        self.assertEqual(
+            [s for s, ok in passed.items() if ok], [], f"{mutation} went unnoticed:\n{log}"
+        )
 
     def test_a_driver_that_allows_everything_fails_every_scenario(self):
         passed, log = grid("fake-allowed", [sys.executable, FAKE, "allowed"], list(SCENARIOS))
@@ -69,8 +74,15 @@ class BrokenDriversFail(unittest.TestCase):
         self.assertIn("run make driver-unbuilt", log)
 
     def test_the_wrapper_without_a_fault_passes(self):
-        scenarios = ["script_flush", "restart_between_calls", "unreachable", "hanging", "wrong_type", "acl",
-                     "bad_input"]
+        scenarios = [
+            "script_flush",
+            "restart_between_calls",
+            "unreachable",
+            "hanging",
+            "wrong_type",
+            "acl",
+            "bad_input",
+        ]
         passed, log = grid(f"{BASE}+none", wrapped("none"), scenarios)
         self.assertEqual([s for s, ok in passed.items() if not ok], [], log)
 
@@ -81,7 +93,9 @@ class BrokenDriversFail(unittest.TestCase):
         self.assertFails("double-count", ["script_flush", "restart_between_calls", "acl"])
 
     def test_unavailable_reported_as_a_denial(self):
-        self.assertFails("unavailable-as-denial", ["restart_between_calls", "unreachable", "hanging"])
+        self.assertFails(
+            "unavailable-as-denial", ["restart_between_calls", "unreachable", "hanging"]
+        )
 
     def test_unavailable_after_the_timeout(self):
         self.assertFails("late-unavailable", ["unreachable", "hanging"])
@@ -90,7 +104,9 @@ class BrokenDriversFail(unittest.TestCase):
         self.assertFails("wrong-field", ["bad_input"])
 
     def test_errors_mapped_to_another_code(self):
-        self.assertFails("errors-as-script-error", ["wrong_type", "acl", "unreachable", "bad_input"])
+        self.assertFails(
+            "errors-as-script-error", ["wrong_type", "acl", "unreachable", "bad_input"]
+        )
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ reply line's exact bytes (str), which the conformance harness splices into
 decision logs.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -70,7 +71,9 @@ class Driver:
             self._proc.stdin.write(line + "\n")
             self._proc.stdin.flush()
         except (BrokenPipeError, OSError) as e:
-            raise DriverError(f"driver {self.name} is gone ({e}); exit status {self._proc.poll()}")
+            raise DriverError(
+                f"driver {self.name} is gone ({e}); exit status {self._proc.poll()}"
+            ) from e
         reply = [None]
 
         def read():
@@ -82,7 +85,9 @@ class Driver:
         reader.join(timeout_s)
         if reader.is_alive():
             self.kill()
-            raise DriverError(f"driver {self.name} did not answer {request.get('op')} within {timeout_s} s")
+            raise DriverError(
+                f"driver {self.name} did not answer {request.get('op')} within {timeout_s} s"
+            )
         if not reply[0]:
             raise DriverError(
                 f"driver {self.name} closed its output on {request.get('op')}; exit status {self._proc.wait()}"
@@ -93,12 +98,18 @@ class Driver:
         raw = self.request_raw(request, timeout_s)
         try:
             reply = json.loads(raw)
-        except ValueError:
-            raise DriverError(f"driver {self.name} printed a line that is not JSON: {raw[:200]!r}")
+        except ValueError as e:
+            raise DriverError(
+                f"driver {self.name} printed a line that is not JSON: {raw[:200]!r}"
+            ) from e
         if not isinstance(reply, dict):
-            raise DriverError(f"driver {self.name} printed a reply that is not an object: {raw[:200]!r}")
+            raise DriverError(
+                f"driver {self.name} printed a reply that is not an object: {raw[:200]!r}"
+            )
         if reply.get("error") == "protocol":
-            raise DriverError(f"driver {self.name} refused {request.get('op')}: {reply.get('message')}")
+            raise DriverError(
+                f"driver {self.name} refused {request.get('op')}: {reply.get('message')}"
+            )
         return reply
 
     def close(self):
@@ -118,10 +129,8 @@ class Driver:
     def _release(self):
         """Closes our ends of the pipes (a driver that died left them open)."""
         for pipe in (self._proc.stdin, self._proc.stdout):
-            try:
+            with contextlib.suppress(BrokenPipeError, OSError):
                 pipe.close()
-            except (BrokenPipeError, OSError):
-                pass
 
     def kill(self):
         if self._proc.poll() is None:

@@ -12,6 +12,7 @@ Replies: simple strings and bulk strings are bytes (str with decode=True),
 integers int, arrays lists, nil None; an error reply raises ReplyError.
 """
 
+import contextlib
 import socket
 import ssl
 from urllib.parse import unquote, urlparse
@@ -22,8 +23,18 @@ class ReplyError(RuntimeError):
 
 
 class Redis:
-    def __init__(self, host="127.0.0.1", port=6379, *, username=None, password=None, timeout=10,
-                 decode=False, tls_ca_file=None, tls_server_name=None):
+    def __init__(
+        self,
+        host="127.0.0.1",
+        port=6379,
+        *,
+        username=None,
+        password=None,
+        timeout=10,
+        decode=False,
+        tls_ca_file=None,
+        tls_server_name=None,
+    ):
         self.host, self.port, self.decode = host, port, decode
         sock = socket.create_connection((host, port), timeout=timeout)
         if tls_ca_file:
@@ -105,7 +116,7 @@ class Redis:
         """INFO section as a dict of str."""
         text = self("INFO", section)
         text = text if isinstance(text, str) else text.decode()
-        return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+        return dict(row.split(":", 1) for row in text.splitlines() if ":" in row)
 
     def scan_all(self, count=1000):
         """Every key, by SCAN."""
@@ -125,10 +136,8 @@ class Redis:
     def close(self):
         # The reader holds the socket open too: close both.
         for f in (self.buf, self.sock):
-            try:
+            with contextlib.suppress(OSError):
                 f.close()
-            except OSError:
-                pass
 
     def __enter__(self):
         return self

@@ -4,6 +4,7 @@ test certificates made with the openssl CLI, a TCP proxy that adds latency,
 a listener that never answers, and a port that refuses connections.
 """
 
+import contextlib
 import os
 import queue
 import shutil
@@ -45,13 +46,34 @@ class RedisServer:
         return f"{'rediss' if self.tls else 'redis'}://127.0.0.1:{self.port}/"
 
     def _argv(self):
-        argv = [os.environ.get("SLIDELIMIT_REDIS_SERVER", "redis-server"), "--bind", "127.0.0.1",
-                "--save", "", "--appendonly", "no", "--dir", self.dir,
-                "--logfile", os.path.join(self.dir, f"redis-{self.starts}.log")]
+        argv = [
+            os.environ.get("SLIDELIMIT_REDIS_SERVER", "redis-server"),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            self.dir,
+            "--logfile",
+            os.path.join(self.dir, f"redis-{self.starts}.log"),
+        ]
         if self.tls:
-            argv += ["--port", "0", "--tls-port", str(self.port),
-                     "--tls-cert-file", self.tls.path("server.crt"), "--tls-key-file", self.tls.path("server.key"),
-                     "--tls-ca-cert-file", self.tls.path("ca.crt"), "--tls-auth-clients", "no"]
+            argv += [
+                "--port",
+                "0",
+                "--tls-port",
+                str(self.port),
+                "--tls-cert-file",
+                self.tls.path("server.crt"),
+                "--tls-key-file",
+                self.tls.path("server.key"),
+                "--tls-ca-cert-file",
+                self.tls.path("ca.crt"),
+                "--tls-auth-clients",
+                "no",
+            ]
         else:
             argv += ["--port", str(self.port)]
         return argv + self.extra
@@ -59,12 +81,18 @@ class RedisServer:
     def start(self, timeout_s=10):
         """Starts the server; returns once it answers PING as this very pid."""
         self.starts += 1
-        self.proc = subprocess.Popen(self._argv(), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            self._argv(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"redis-server on :{self.port} exited {self.proc.returncode}: {self.log()}")
+                raise RuntimeError(
+                    f"redis-server on :{self.port} exited {self.proc.returncode}: {self.log()}"
+                )
             try:
                 with self.client(timeout=1) as r:
                     if int(r.info("server")["process_id"]) == self.proc.pid:
@@ -73,7 +101,9 @@ class RedisServer:
                 pass
             time.sleep(0.02)
         self.stop()
-        raise RuntimeError(f"redis-server on :{self.port} did not start in {timeout_s} s: {self.log()}")
+        raise RuntimeError(
+            f"redis-server on :{self.port} did not start in {timeout_s} s: {self.log()}"
+        )
 
     def log(self):
         try:
@@ -126,17 +156,49 @@ class Certificates:
         self.dir = tempfile.mkdtemp(prefix="slidelimit-faults-tls-")
         ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         for ca in ("ca", "other-ca"):
-            self._openssl("req", "-x509", *ec, "-keyout", f"{ca}.key", "-out", f"{ca}.crt", "-days", "2",
-                          "-subj", f"/CN=slidelimit faults {ca}")
-        for name, cn, san in (("server", "localhost", "DNS:localhost,IP:127.0.0.1"),
-                              ("misnamed", "redis.example", "DNS:redis.example")):
-            self._openssl("req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}")
+            self._openssl(
+                "req",
+                "-x509",
+                *ec,
+                "-keyout",
+                f"{ca}.key",
+                "-out",
+                f"{ca}.crt",
+                "-days",
+                "2",
+                "-subj",
+                f"/CN=slidelimit faults {ca}",
+            )
+        for name, cn, san in (
+            ("server", "localhost", "DNS:localhost,IP:127.0.0.1"),
+            ("misnamed", "redis.example", "DNS:redis.example"),
+        ):
+            self._openssl(
+                "req", *ec, "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", f"/CN={cn}"
+            )
             with open(self.path(f"{name}.ext"), "w") as f:
-                f.write("basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
-                        f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n")
-            self._openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-                          "-set_serial", str(2 + len(name)), "-days", "2", "-extfile", f"{name}.ext",
-                          "-out", f"{name}.crt")
+                f.write(
+                    "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\n"
+                    f"extendedKeyUsage=serverAuth\nsubjectAltName={san}\n"
+                )
+            self._openssl(
+                "x509",
+                "-req",
+                "-in",
+                f"{name}.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-set_serial",
+                str(2 + len(name)),
+                "-days",
+                "2",
+                "-extfile",
+                f"{name}.ext",
+                "-out",
+                f"{name}.crt",
+            )
 
     def _openssl(self, *args):
         p = subprocess.run(["openssl", *args], cwd=self.dir, capture_output=True, text=True)
@@ -160,7 +222,7 @@ class _CertView:
 
     def path(self, name):
         if name in ("server.crt", "server.key"):
-            name = self.server + name[len("server"):]
+            name = self.server + name[len("server") :]
         return self.certs.path(name)
 
 
@@ -204,10 +266,8 @@ class _Listener:
             conns, self.conns = self.conns, []
         # shutdown() wakes a thread blocked in accept(); close() alone may not.
         for s in [self.sock, *conns]:
-            try:
+            with contextlib.suppress(OSError):
                 s.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
             s.close()
         self.thread.join(5)
 
@@ -261,10 +321,8 @@ class SlowProxy(_Listener):
         while True:
             due, data = chunks.get()
             if not data:
-                try:
+                with contextlib.suppress(OSError):
                     dst.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
                 return
             time.sleep(max(0.0, due - time.monotonic()))
             try:

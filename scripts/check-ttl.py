@@ -7,11 +7,12 @@ standalone server (SLIDELIMIT_TEST_REDIS_URL) and on every master of the
 Cluster (SLIDELIMIT_TEST_CLUSTER_URLS), before they are stopped. Exit 0: all
 keys expire; 1: some do not (listed on stderr); 2: a server could not be read.
 """
+
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness.resp import Redis  # noqa: E402
+from harness.resp import Redis
 
 
 def keys_without_ttl(url):
@@ -36,7 +37,10 @@ def main():
     urls += os.environ.get("SLIDELIMIT_TEST_CLUSTER_URLS", "").split(",")
     urls = [u for u in urls if u]
     if not urls:
-        print("check-ttl: no SLIDELIMIT_TEST_REDIS_URL or SLIDELIMIT_TEST_CLUSTER_URLS", file=sys.stderr)
+        print(
+            "check-ttl: no SLIDELIMIT_TEST_REDIS_URL or SLIDELIMIT_TEST_CLUSTER_URLS",
+            file=sys.stderr,
+        )
         return 2
     failed = False
     for url in urls:
@@ -51,7 +55,10 @@ def main():
         if missing:
             failed = True
             shown = ", ".join(k.decode(errors="replace") for k in missing[:20])
-            print(f"check-ttl: {url}: {len(missing)} of {checked} keys have no TTL: {shown}", file=sys.stderr)
+            print(
+                f"check-ttl: {url}: {len(missing)} of {checked} keys have no TTL: {shown}",
+                file=sys.stderr,
+            )
         else:
             print(f"check-ttl: {url}: all {checked} keys expire", file=sys.stderr)
     return 1 if failed else 0

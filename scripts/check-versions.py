@@ -16,6 +16,7 @@ import json
 import os
 import re
 import sys
+
 import tomllib
 
 # The Go module's release number; the Go tag is "v" + this.
@@ -102,8 +103,12 @@ def gem_version(root):
     if literal:
         return [(f"{GEMSPEC} spec.version", literal.group(1))]
     if value != "Slidelimit::VERSION":
-        raise Mismatch(f"{GEMSPEC}: spec.version = {value} is neither a string nor Slidelimit::VERSION")
-    m = re.search(r'^\s*VERSION\s*=\s*["\']([^"\']+)["\']', read(root, GEM_VERSION_FILE), re.MULTILINE)
+        raise Mismatch(
+            f"{GEMSPEC}: spec.version = {value} is neither a string nor Slidelimit::VERSION"
+        )
+    m = re.search(
+        r'^\s*VERSION\s*=\s*["\']([^"\']+)["\']', read(root, GEM_VERSION_FILE), re.MULTILINE
+    )
     if not m:
         raise Mismatch(f'{GEM_VERSION_FILE}: no VERSION = "..." line')
     return [(f"{GEM_VERSION_FILE} Slidelimit::VERSION (the gemspec's version)", m.group(1))]
@@ -152,7 +157,9 @@ def check(root):
             problems.append(str(e))
     for place, version in places:
         if version != want:
-            problems.append(f"{place} is {version!r}, want {want!r} (Cargo.toml [workspace.package])")
+            problems.append(
+                f"{place} is {version!r}, want {want!r} (Cargo.toml [workspace.package])"
+            )
     return want, problems
 
 

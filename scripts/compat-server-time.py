@@ -25,6 +25,8 @@ stopped by its pid. --cluster: the Cluster at SLIDELIMIT_TEST_CLUSTER_URLS
 and the replica of the master that owns the key. Exit 0 when all holds, 1
 otherwise (each failure on stderr).
 """
+
+import contextlib
 import json
 import os
 import subprocess
@@ -36,6 +38,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, ROOT)
 from harness import resp  # noqa: E402
+
 LIMIT, WINDOW = 2, 60_000
 CLOCK_STEP_MS = 1_000  # a clock step the TIME bracket of one call tolerates
 
@@ -93,7 +96,9 @@ def owner_and_replica(seed, key):
                 continue
             lo, _, hi = r.partition("-")
             if int(lo) <= slot <= int(hi or lo):
-                replicas = [m["port"] for m in nodes if m["master"] == n["id"] and "fail" not in m["flags"]]
+                replicas = [
+                    m["port"] for m in nodes if m["master"] == n["id"] and "fail" not in m["flags"]
+                ]
                 return n["port"], (replicas[0] if replicas else None)
     raise RuntimeError(f"no master owns slot {slot}")
 
@@ -104,7 +109,15 @@ def start_replica(master_port):
         port = int(subprocess.check_output([os.path.join(HERE, "free-port.sh")], text=True))
         name = f"compat-replica-{port}"
         started = subprocess.run(
-            [os.path.join(HERE, "redis.sh"), "start", name, str(port), "--replicaof", "127.0.0.1", str(master_port)],
+            [
+                os.path.join(HERE, "redis.sh"),
+                "start",
+                name,
+                str(port),
+                "--replicaof",
+                "127.0.0.1",
+                str(master_port),
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -150,12 +163,13 @@ def cli(args, target, algorithm, namespace, now_ms=None):
     p = subprocess.run(cmd, capture_output=True, text=True)
     out = None
     if p.stdout.strip():
-        try:
+        with contextlib.suppress(ValueError):
             out = json.loads(p.stdout)
-        except ValueError:
-            pass
     if out is None:
-        check(False, f"{' '.join(cmd[1:2])} {algorithm}: exit {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr.strip()!r}")
+        check(
+            False,
+            f"{' '.join(cmd[1:2])} {algorithm}: exit {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr.strip()!r}",
+        )
     return p.returncode, out or {}
 
 
@@ -196,12 +210,20 @@ def run_algorithm(target, algorithm, namespace):
     if not d:
         return
     now = d.get("now_ms", -1)
-    check(rc == 0 and d.get("allowed") is True, f"{algorithm}: first acquire allowed (exit {rc}, {d})")
+    check(
+        rc == 0 and d.get("allowed") is True, f"{algorithm}: first acquire allowed (exit {rc}, {d})"
+    )
     on_server_clock("first acquire", d, t0, t0_after)
-    check(d.get("remaining") == LIMIT - 1 and d.get("retry_after_ms") == 0, f"{algorithm}: remaining 1, retry 0 ({d})")
+    check(
+        d.get("remaining") == LIMIT - 1 and d.get("retry_after_ms") == 0,
+        f"{algorithm}: remaining 1, retry 0 ({d})",
+    )
     e = now % WINDOW
     want_reset = WINDOW if algorithm == "sliding_log" else 2 * WINDOW - e
-    check(d.get("reset_after_ms") == want_reset, f"{algorithm}: reset_after_ms {d.get('reset_after_ms')}, expected {want_reset}")
+    check(
+        d.get("reset_after_ms") == want_reset,
+        f"{algorithm}: reset_after_ms {d.get('reset_after_ms')}, expected {want_reset}",
+    )
 
     value = value_of(master, key, algorithm)
     want_value = [str(now)] if algorithm == "sliding_log" else {str(now - e): "1"}
@@ -211,7 +233,10 @@ def run_algorithm(target, algorithm, namespace):
     check(0 < pttl <= bound, f"{algorithm}: PTTL {pttl} of {key} within (0, {bound}]")
 
     rc, d2, before, after = timed(["acquire"])
-    check(rc == 0 and d2.get("allowed") is True and d2.get("remaining") == 0, f"{algorithm}: second acquire allowed, 0 left ({d2})")
+    check(
+        rc == 0 and d2.get("allowed") is True and d2.get("remaining") == 0,
+        f"{algorithm}: second acquire allowed, 0 left ({d2})",
+    )
     on_server_clock("second acquire", d2, before, after)
     rc, d3, before, after = timed(["acquire"])
     on_server_clock("third acquire", d3, before, after)
@@ -230,7 +255,10 @@ def run_algorithm(target, algorithm, namespace):
     )
     before = value_of(master, key, algorithm)
     rc, p = cli(["peek"], target, algorithm, namespace)
-    check(rc == 1 and p.get("allowed") is False, f"{algorithm}: peek on server time denied (exit {rc}, {p})")
+    check(
+        rc == 1 and p.get("allowed") is False,
+        f"{algorithm}: peek on server time denied (exit {rc}, {p})",
+    )
     check(value_of(master, key, algorithm) == before, f"{algorithm}: peek wrote nothing")
     n = len(before) if algorithm == "sliding_log" else sum(int(v) for v in before.values())
     check(n == LIMIT, f"{algorithm}: {n} permits recorded, expected {LIMIT} ({before})")
@@ -251,14 +279,26 @@ def run_algorithm(target, algorithm, namespace):
             time.sleep(0.1)
             rvalue = value_of(replica, key, algorithm)
             if rvalue == before:
-                print(f"server-time: note: {algorithm}: the replica held the writes only after a wait", file=sys.stderr)
-        if not check(rvalue == before, f"{algorithm}: the replica (:{replica_port}) holds {rvalue}, the master {before}"):
+                print(
+                    f"server-time: note: {algorithm}: the replica held the writes only after a wait",
+                    file=sys.stderr,
+                )
+        if not check(
+            rvalue == before,
+            f"{algorithm}: the replica (:{replica_port}) holds {rvalue}, the master {before}",
+        ):
             # What each side says of the link, for whoever reads the failure.
             for name, r in (("master", master), ("replica", replica)):
                 info = r.info("replication")
-                print(f"server-time: {name} after WAIT {acked}: dbsize {r('DBSIZE')}, " + ", ".join(
-                    f"{k}={v}" for k, v in sorted(info.items()) if not k.startswith("slave0") or name == "master"),
-                    file=sys.stderr)
+                print(
+                    f"server-time: {name} after WAIT {acked}: dbsize {r('DBSIZE')}, "
+                    + ", ".join(
+                        f"{k}={v}"
+                        for k, v in sorted(info.items())
+                        if not k.startswith("slave0") or name == "master"
+                    ),
+                    file=sys.stderr,
+                )
         rpttl = replica("PTTL", key)
         check(rpttl > 0, f"{algorithm}: PTTL {rpttl} of {key} on the replica")
         replica_note = f"replica :{replica_port} identical, PTTL {rpttl} ms"
@@ -308,7 +348,7 @@ def main(argv):
             finally:
                 for m in masters:
                     Redis(m)("CONFIG", "SET", "lua-replicate-commands", "yes")
-    except Exception as e:  # noqa: BLE001 - any failure is a failed check
+    except Exception as e:
         check(False, f"{type(e).__name__}: {e}")
     finally:
         if replica_name:

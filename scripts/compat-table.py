@@ -9,6 +9,7 @@ then server-time, audit and ttl (scripts/check-ttl.py afterwards), and the
 seconds the row took. `-` is a step that did not run. Exit 0 only when every
 cell passes.
 """
+
 import argparse
 import os
 import sys
@@ -35,7 +36,7 @@ def binding_cells(text, bindings):
             in_table = False
             continue
         if in_table and len(words) >= len(bindings) + 1:
-            for b, c in zip(bindings, words[-len(bindings):]):
+            for b, c in zip(bindings, words[-len(bindings) :]):
                 prev = cells[b]
                 if c == "FAIL" or prev == "FAIL":
                     cells[b] = "FAIL"
@@ -67,7 +68,11 @@ def main():
         for b in bindings:
             if cells[b] is None:
                 cells[b] = "-" if conf_rc is None else "FAIL"
-            elif conf_rc not in (None, "0") and cells[b] == "pass" and all(c == "pass" for c in cells.values()):
+            elif (
+                conf_rc not in (None, "0")
+                and cells[b] == "pass"
+                and all(c == "pass" for c in cells.values())
+            ):
                 # conformance/all failed without a failing cell (e.g. a file it could not use)
                 cells[b] = "FAIL"
         line = [row, version.replace(" ", "-"), *[cells[b] for b in bindings]]
@@ -83,7 +88,7 @@ def main():
     print()
     print("compat: conformance per binding (every vector), server-time, short audit, TTL check")
     for r in [head, *table]:
-        print("  " + "  ".join(f"{str(c):<{w}}" for c, w in zip(r, widths)).rstrip())
+        print("  " + "  ".join(f"{c!s:<{w}}" for c, w in zip(r, widths)).rstrip())
     if a.total_secs is not None:
         print(f"compat: {len(table)} rows in {a.total_secs} s; logs in {a.out}/ROW/")
     if not ok:

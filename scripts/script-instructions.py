@@ -45,9 +45,7 @@ def baseline_lua():
     """The sorted-set baseline, from the one copy (rust/benches/redis_side.rs)."""
     with open(os.path.join(ROOT, "rust", "benches", "redis_side.rs")) as f:
         text = f.read()
-    start = text.index('const BASELINE_LUA: &str = r#"') + len(
-        'const BASELINE_LUA: &str = r#"'
-    )
+    start = text.index('const BASELINE_LUA: &str = r#"') + len('const BASELINE_LUA: &str = r#"')
     return text[start : text.index('"#;', start)].lstrip("\n")
 
 
@@ -101,7 +99,7 @@ def arguments(kind, now, cost):
     if kind == "baseline":
         return [LIMIT, WINDOW, now, f"{now}-m"]
     args = [LIMIT, WINDOW, cost, now]
-    return args + [BUCKETS] if kind == "bucketed" else args
+    return [*args, BUCKETS] if kind == "bucketed" else args
 
 
 def fill(con, kind, sha, key):
@@ -109,19 +107,11 @@ def fill(con, kind, sha, key):
     if kind == "baseline":
         calls = [("ZADD", key, T0 + 100 * i, f"{T0 + 100 * i}-{i}") for i in range(600)]
     elif kind == "bucketed":
-        calls = [
-            ("EVALSHA", sha, 1, key, *arguments(kind, T0 + 1000 * i, 10))
-            for i in range(60)
-        ]
+        calls = [("EVALSHA", sha, 1, key, *arguments(kind, T0 + 1000 * i, 10)) for i in range(60)]
     else:
-        calls = [
-            ("EVALSHA", sha, 1, key, *arguments(kind, T0 + 100 * i, 1))
-            for i in range(600)
-        ]
+        calls = [("EVALSHA", sha, 1, key, *arguments(kind, T0 + 100 * i, 1)) for i in range(600)]
     for reply in con.pipeline(calls):
-        if isinstance(reply, RuntimeError) or (
-            isinstance(reply, list) and reply[0] != 1
-        ):
+        if isinstance(reply, RuntimeError) or (isinstance(reply, list) and reply[0] != 1):
             sys.exit(f"filling {key}: {reply}")
 
 
@@ -133,12 +123,8 @@ def free_port():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument(
-        "--baseline", action="store_true", help="add the sorted-set baseline"
-    )
-    parser.add_argument(
-        "--server", default="redis-server", help="the redis-server to run"
-    )
+    parser.add_argument("--baseline", action="store_true", help="add the sorted-set baseline")
+    parser.add_argument("--server", default="redis-server", help="the redis-server to run")
     parser.add_argument("regime", choices=["denied", "allowed"])
     parser.add_argument("checks", type=int)
     parser.add_argument("scripts", nargs="+")
@@ -222,9 +208,7 @@ def main():
                             sha,
                             1,
                             key,
-                            *arguments(
-                                kind, T0 + 59_950, 10 if kind == "bucketed" else 1
-                            ),
+                            *arguments(kind, T0 + 59_950, 10 if kind == "bucketed" else 1),
                         )
                     )
             replies = []

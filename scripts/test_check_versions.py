@@ -78,7 +78,10 @@ TREE = {
         "version": "1.2.3",
         "optionalDependencies": {"@slidelimit/linux-x64-gnu": "1.2.3", "other": "9.9.9"},
     },
-    "node/npm/linux-x64-gnu/package.json": {"name": "@slidelimit/linux-x64-gnu", "version": "1.2.3"},
+    "node/npm/linux-x64-gnu/package.json": {
+        "name": "@slidelimit/linux-x64-gnu",
+        "version": "1.2.3",
+    },
     # Not ours, and under node_modules: never read.
     "node/node_modules/@slidelimit/linux-x64-gnu/package.json": {
         "name": "@slidelimit/linux-x64-gnu",
@@ -126,7 +129,9 @@ class CheckVersionsTest(unittest.TestCase):
         self.assert_one_problem("rust/Cargo.toml", "'1.2.4'", "'1.2.3'")
 
     def test_core_dependency_pin_fails(self):
-        cargo = textwrap.dedent(TREE["Cargo.toml"]).replace('version = "1.2.3" }', 'version = "1.2.0" }')
+        cargo = textwrap.dedent(TREE["Cargo.toml"]).replace(
+            'version = "1.2.3" }', 'version = "1.2.0" }'
+        )
         self.write("Cargo.toml", cargo)
         self.assert_one_problem("[workspace.dependencies] slidelimit-core", "'1.2.0'")
 
@@ -142,25 +147,35 @@ class CheckVersionsTest(unittest.TestCase):
         self.assert_one_problem("node/npm/linux-arm64-gnu/package.json", "'1.2.2'")
 
     def test_pin_on_platform_package_fails(self):
-        pkg = {**TREE["node/package.json"], "optionalDependencies": {"@slidelimit/linux-x64-gnu": "^1.2.0"}}
+        pkg = {
+            **TREE["node/package.json"],
+            "optionalDependencies": {"@slidelimit/linux-x64-gnu": "^1.2.0"},
+        }
         self.write("node/package.json", pkg)
         self.assert_one_problem("optionalDependencies @slidelimit/linux-x64-gnu", "'^1.2.0'")
 
     def test_python_project_fails(self):
-        self.write("python/pyproject.toml", '[project]\nname = "slidelimit"\nversion = "1.2.3.post1"\n')
+        self.write(
+            "python/pyproject.toml", '[project]\nname = "slidelimit"\nversion = "1.2.3.post1"\n'
+        )
         self.assert_one_problem("python/pyproject.toml", "'1.2.3.post1'")
 
     def test_dynamic_python_version_defers_to_cargo(self):
-        self.write("python/pyproject.toml", '[project]\nname = "slidelimit"\ndynamic = ["version"]\n')
+        self.write(
+            "python/pyproject.toml", '[project]\nname = "slidelimit"\ndynamic = ["version"]\n'
+        )
         self.assertEqual(self.problems(), [])
 
     def test_gem_fails(self):
-        self.write("ruby/lib/slidelimit/version.rb", 'module Slidelimit\n  VERSION = "1.2.1"\nend\n')
+        self.write(
+            "ruby/lib/slidelimit/version.rb", 'module Slidelimit\n  VERSION = "1.2.1"\nend\n'
+        )
         self.assert_one_problem("Slidelimit::VERSION", "'1.2.1'")
 
     def test_gemspec_literal_version_fails(self):
         self.write(
-            "ruby/slidelimit.gemspec", 'Gem::Specification.new do |spec|\n  spec.version = "2.0.0"\nend\n'
+            "ruby/slidelimit.gemspec",
+            'Gem::Specification.new do |spec|\n  spec.version = "2.0.0"\nend\n',
         )
         self.assert_one_problem("ruby/slidelimit.gemspec", "'2.0.0'")
 
@@ -178,9 +193,12 @@ class CheckVersionsTest(unittest.TestCase):
 
     def test_command_exits_1_and_names_the_file(self):
         self.write(
-            "node/npm/wasm32-wasi/package.json", {"name": "@slidelimit/wasm32-wasi", "version": "1.0.0"}
+            "node/npm/wasm32-wasi/package.json",
+            {"name": "@slidelimit/wasm32-wasi", "version": "1.0.0"},
         )
-        bad = subprocess.run([sys.executable, SCRIPT, self.root], check=False, capture_output=True, text=True)
+        bad = subprocess.run(
+            [sys.executable, SCRIPT, self.root], check=False, capture_output=True, text=True
+        )
         self.assertEqual(bad.returncode, 1)
         self.assertIn("node/npm/wasm32-wasi/package.json", bad.stderr)
         os.remove(os.path.join(self.root, "node/npm/wasm32-wasi/package.json"))

@@ -68,8 +68,11 @@ def dump(value) -> str:
 
 def render_vector(v: dict) -> str:
     lines = ["    {"]
-    fields = [f'      "name": {dump(v["name"])}', f'      "kind": {dump(v["kind"])}',
-              f'      "comment": {dump(v["comment"])}']
+    fields = [
+        f'      "name": {dump(v["name"])}',
+        f'      "kind": {dump(v["kind"])}',
+        f'      "comment": {dump(v["comment"])}',
+    ]
     if v["kind"] == "key":
         fields += [f'      "input": {dump(v["input"])}', f'      "expect": {dump(v["expect"])}']
     else:
@@ -122,7 +125,9 @@ def check_scenario(v: dict, derived: dict, reached: set) -> None:
         # of the rules is pinned here instead.
         got = model.first_error_field(v["policy"], v["steps"][0])
         if got != v["_field"]:
-            raise ScenarioError(f"{name}: the first step's error names {got}, the scenario says {v['_field']}")
+            raise ScenarioError(
+                f"{name}: the first step's error names {got}, the scenario says {v['_field']}"
+            )
     policy = v["policy"]
     if "limits" in policy:
         return
@@ -147,7 +152,9 @@ def check_log_equivalence(v: dict, derived: dict) -> None:
     want = model.derive_decision_steps(log_policy(v["policy"]), steps)
     for i, (got, log) in enumerate(zip((s["expect"] for s in derived["steps"]), want)):
         if got != log:
-            raise ScenarioError(f"{v['name']} step {i}: g = 1 gives {got}, the sliding log gives {log}")
+            raise ScenarioError(
+                f"{v['name']} step {i}: g = 1 gives {got}, the sliding log gives {log}"
+            )
 
 
 def check_replays(files: dict) -> None:
@@ -195,10 +202,18 @@ def fuzz(sequences: int, seed: int) -> None:
         algorithm = rng.choice(["sliding_log", "sliding_counter", "bucketed_window"])
         window = rng.choice([1, 2, 3, 7, 10, 100, 1000, 1500])
         limit = rng.choice([1, 2, 3, 5, 10, 37])
-        policy = {"namespace": "rl", "resource": "fuzz", "algorithm": algorithm, "limit": limit, "window_ms": window}
+        policy = {
+            "namespace": "rl",
+            "resource": "fuzz",
+            "algorithm": algorithm,
+            "limit": limit,
+            "window_ms": window,
+        }
         if algorithm == "bucketed_window":
             # A third at g = 1, where the log's model must agree step by step.
-            policy["buckets"] = window if rng.random() < 0.33 else rng.choice(model.divisors(window))
+            policy["buckets"] = (
+                window if rng.random() < 0.33 else rng.choice(model.divisors(window))
+            )
         now = rng.randrange(0, 5 * window)
         steps = []
         for _ in range(rng.randrange(1, 40)):
@@ -208,7 +223,9 @@ def fuzz(sequences: int, seed: int) -> None:
             if algorithm in EXACT and rng.random() < 0.3:
                 # Clocks that disagree (the time rule): a caller behind or ahead.
                 caller = max(0, now + rng.randrange(-2 * window, 2 * window + 1))
-            steps.append({"now_ms": caller, "tenant": rng.choice(["a", "b"]), "cost": rng.randint(1, limit)})
+            steps.append(
+                {"now_ms": caller, "tenant": rng.choice(["a", "b"]), "cost": rng.randint(1, limit)}
+            )
             if rng.random() < 0.1:
                 steps[-1]["peek"] = True
         got = model.derive_decision_steps(policy, steps)
@@ -219,10 +236,19 @@ def fuzz(sequences: int, seed: int) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--check", action="store_true", help="compare instead of writing; exit 1 on any difference")
-    parser.add_argument("--fuzz", type=int, metavar="N", default=0,
-                        help="also run N random sequences through the model's brute-force/formula cross-check")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="compare instead of writing; exit 1 on any difference"
+    )
+    parser.add_argument(
+        "--fuzz",
+        type=int,
+        metavar="N",
+        default=0,
+        help="also run N random sequences through the model's brute-force/formula cross-check",
+    )
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     if args.fuzz:
@@ -240,8 +266,12 @@ def main() -> int:
             count = text.count('"kind": ')
             print(f"wrote {path} ({count} vectors)")
     if stale:
-        print("out of date with the derivation (run conformance/derive/generate.py):", *stale, sep="\n  ",
-              file=sys.stderr)
+        print(
+            "out of date with the derivation (run conformance/derive/generate.py):",
+            *stale,
+            sep="\n  ",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

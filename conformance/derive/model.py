@@ -28,9 +28,7 @@ MAX_LOG_LIMIT = 10_000
 MAX_NAME_LEN = 64
 MAX_TENANT_BYTES = 512
 CLUSTER_SLOTS = 16384
-NAME_CHARS = frozenset(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
-)
+NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 ALGORITHMS = {"sliding_log": "log", "sliding_counter": "counter", "bucketed_window": "bucketed"}
 # The bucketed window: 1 <= buckets <= MAX_BUCKETS, buckets divides window_ms;
 # a binding's caller that names no buckets gets DEFAULT_BUCKETS.
@@ -159,8 +157,14 @@ def cluster_slot(key: str) -> int:
     return binascii.crc_hqx(hashed, 0) % CLUSTER_SLOTS
 
 
-def derive_key(namespace: str, resource: str, tenant: str, algorithm: str, window_ms: int,
-               buckets: int | None = None):
+def derive_key(
+    namespace: str,
+    resource: str,
+    tenant: str,
+    algorithm: str,
+    window_ms: int,
+    buckets: int | None = None,
+):
     """Returns (key, slot); raises InvalidArgument. A bucketed window's key
     ends with its bucket count (`buckets` already defaulted by the caller)."""
     check_name("namespace", namespace)
@@ -172,7 +176,11 @@ def derive_key(namespace: str, resource: str, tenant: str, algorithm: str, windo
         key += f":{buckets}"
     slot = cluster_slot(key)
     # The hash tag must be exactly {resource:tenant}: one slot per tenant.
-    agree("slot of the hash tag", slot, binascii.crc_hqx(f"{resource}:{escaped}".encode(), 0) % CLUSTER_SLOTS)
+    agree(
+        "slot of the hash tag",
+        slot,
+        binascii.crc_hqx(f"{resource}:{escaped}".encode(), 0) % CLUSTER_SLOTS,
+    )
     return key, slot
 
 
@@ -222,7 +230,7 @@ class SlidingLog:
 
     def eval_time(self, now: int, entries: list[int] | None = None) -> int:
         entries = self.entries if entries is None else entries
-        return max([now] + entries)
+        return max([now, *entries])
 
     def caller_count(self, now: int) -> int:
         """What a check at caller time `now` counts."""
@@ -241,8 +249,14 @@ class SlidingLog:
         allowed = count + cost <= L
         if allowed:
             self.entries += [t] * cost
-        elif self.entries and now > max(self.entries) and any(
-                not self.counts_at(s, now) and self.counts_at(s, max(self.entries)) for s in self.entries):
+        elif (
+            self.entries
+            and now > max(self.entries)
+            and any(
+                not self.counts_at(s, now) and self.counts_at(s, max(self.entries))
+                for s in self.entries
+            )
+        ):
             # A leading caller denied while some entry is expired for its clock
             # but not at the newest admission (the case of issue 12).
             self.hits.add("log-leading-denied")
@@ -274,7 +288,9 @@ class SlidingLog:
         for i, x in enumerate(ordered):
             inside = bisect.bisect_left(ordered, x + self.window) - i
             if inside > self.limit:
-                raise ModelError(f"{inside} admissions in [{x}, {x + self.window}) against a limit of {self.limit}")
+                raise ModelError(
+                    f"{inside} admissions in [{x}, {x + self.window}) against a limit of {self.limit}"
+                )
 
     def _brute_remaining(self, now: int) -> int:
         headroom_hint = self.limit - self.caller_count(now)
@@ -369,7 +385,9 @@ class SlidingCounter:
 
         remaining = self._brute_remaining(now)
         reset_after = self._first_instant(now, lambda t: self.weight_at(t) == 0) - now
-        retry_after = 0 if allowed else self._first_instant(now, lambda t: self.passes(t, cost)) - now
+        retry_after = (
+            0 if allowed else self._first_instant(now, lambda t: self.passes(t, cost)) - now
+        )
 
         # The closed forms of the contract.
         agree("counter remaining", remaining, max(0, (L * W - a_after * W - b * (W - e)) // W))
@@ -391,8 +409,11 @@ class SlidingCounter:
                 x_next = 0 if a == 0 else max(0, W - (L - cost) * W // a)
                 want_retry = (W - e) + x_next
                 self.hits.add("counter-retry-next-window")
-                self.hits.add("counter-retry-next-window-over-limit" if a + cost > L
-                              else "counter-retry-next-window-weight")
+                self.hits.add(
+                    "counter-retry-next-window-over-limit"
+                    if a + cost > L
+                    else "counter-retry-next-window-weight"
+                )
                 if x_next == 0:
                     self.hits.add("counter-retry-next-window-start")
                 if x_next == W:
@@ -421,7 +442,7 @@ class SlidingCounter:
         the windows now's, the next and the one after (by then a = b = 0 and
         everything passes). Walked ms by ms as well when that is affordable."""
         W = self.window
-        start, e = self.window_of(now)
+        start, _e = self.window_of(now)
         found = None
         for lo in (now, start + W, start + 2 * W):
             hi = self.window_of(lo)[0] + W - 1
@@ -493,7 +514,7 @@ class BucketedWindow:
         return sum(n for r, _, n in self.admissions if t - self.window < r <= t)
 
     def acquire(self, now: int, cost: int) -> Decision:
-        W, L = self.window, self.limit
+        L = self.limit
         t = self.eval_time(now)
         if t > now:
             self.hits.add("bucketed-lagging-caller")
@@ -533,8 +554,11 @@ class BucketedWindow:
                     break
             if b_star is None:
                 raise ModelError("denied, but the live buckets never sum to need")
-            self.hits.add("bucketed-denied-oldest-bucket" if b_star == min(per_bucket)
-                          else "bucketed-denied-later-bucket")
+            self.hits.add(
+                "bucketed-denied-oldest-bucket"
+                if b_star == min(per_bucket)
+                else "bucketed-denied-later-bucket"
+            )
             newest = max(r for r, _, _ in self.admissions)
             agree("bucketed remaining", remaining, max(0, L - count))
             agree("bucketed retry_after (bucket b*)", retry_after, self.expiry(b_star) - now)
@@ -555,7 +579,9 @@ class BucketedWindow:
         for i, x in enumerate(times):
             inside = prefix[bisect.bisect_left(times, x + self.window)] - prefix[i]
             if inside > self.limit:
-                raise ModelError(f"{inside} admissions in [{x}, {x + self.window}) against a limit of {self.limit}")
+                raise ModelError(
+                    f"{inside} admissions in [{x}, {x + self.window}) against a limit of {self.limit}"
+                )
 
     def _brute_remaining(self, now: int) -> int:
         headroom_hint = self.limit - self.caller_count(now)
@@ -575,7 +601,9 @@ class BucketedWindow:
         """First caller time t >= now at which ok(count) holds, no other
         traffic: exhaustive over the instants where the count can change (now
         and each x_b), and walked ms by ms as well when that is affordable."""
-        changes = sorted({now} | {self.expiry(b) for _, b, _ in self.admissions if self.expiry(b) > now})
+        changes = sorted(
+            {now} | {self.expiry(b) for _, b, _ in self.admissions if self.expiry(b) > now}
+        )
         by_events = next(t for t in changes if ok(self.caller_count(t)))
         if by_events - now <= LINEAR_SCAN_LIMIT:
             newest = self.eval_time(0)
@@ -619,7 +647,9 @@ def check_multi_policy(p: dict) -> None:
         try:
             check_policy(limit_policy(p, limit))
         except InvalidArgument as err:
-            raise InvalidArgument(err.field if len(limits) == 1 else f"limits[{i}].{err.field}") from None
+            raise InvalidArgument(
+                err.field if len(limits) == 1 else f"limits[{i}].{err.field}"
+            ) from None
     seen = set()
     for limit in limits:
         where = (limit["algorithm"], limit["window_ms"], buckets_of(limit))
@@ -668,8 +698,14 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
             continue
         engines = []
         for lp in limits:
-            key, _ = derive_key(lp["namespace"], lp["resource"], tenant, lp["algorithm"],
-                                lp["window_ms"], buckets_of(lp))
+            key, _ = derive_key(
+                lp["namespace"],
+                lp["resource"],
+                tenant,
+                lp["algorithm"],
+                lp["window_ms"],
+                buckets_of(lp),
+            )
             engines.append(state.setdefault(key, new_engine(lp)))
         trial_engines = [copy.deepcopy(e) for e in engines]
         trial = [te.acquire(now, cost) for te in trial_engines]
@@ -678,7 +714,7 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
             for e, d in zip(engines, trial):
                 agree("a recording limit decides as its trial", e.acquire(now, cost), d)
 
-        def all_pass(at: int) -> bool:
+        def all_pass(at: int, cost: int = cost, engines: list = engines) -> bool:
             return all(copy.deepcopy(e).acquire(at, cost).allowed for e in engines)
 
         result = {
@@ -694,7 +730,9 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
             agree("some limit denies at now + retry - 1", all_pass(now + retry - 1), False)
             result["retry_after_ms"] = retry
             if len(limits) > 1:
-                result["denied_by"] = next(i for i, d in enumerate(trial) if d.retry_after_ms == retry and not d.allowed)
+                result["denied_by"] = next(
+                    i for i, d in enumerate(trial) if d.retry_after_ms == retry and not d.allowed
+                )
         out.append(result)
         if hits is not None:
             for te in trial_engines:
@@ -732,8 +770,14 @@ def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = No
             out.append({"error": "invalid_argument"})
             continue
         # State lives per derived key: tenants that escape alike would share it.
-        key, _ = derive_key(policy["namespace"], policy["resource"], step["tenant"],
-                            policy["algorithm"], policy["window_ms"], buckets_of(policy))
+        key, _ = derive_key(
+            policy["namespace"],
+            policy["resource"],
+            step["tenant"],
+            policy["algorithm"],
+            policy["window_ms"],
+            buckets_of(policy),
+        )
         engine = state.setdefault(key, new_engine(policy))
         if step.get("peek"):
             # The same decision on a throwaway copy: peek writes nothing.
@@ -750,8 +794,14 @@ def derive_key_expect(inp: dict) -> dict:
     policy = {**{k: inp[k] for k in inp if k != "tenant"}, "limit": 1}
     try:
         check_policy(policy)
-        key, slot = derive_key(inp["namespace"], inp["resource"], inp["tenant"],
-                               inp["algorithm"], inp["window_ms"], buckets_of(policy))
+        key, slot = derive_key(
+            inp["namespace"],
+            inp["resource"],
+            inp["tenant"],
+            inp["algorithm"],
+            inp["window_ms"],
+            buckets_of(policy),
+        )
     except InvalidArgument:
         return {"error": "invalid_argument"}
     return {"key": key, "slot": slot}
@@ -760,8 +810,14 @@ def derive_key_expect(inp: dict) -> dict:
 def self_test() -> None:
     # CRC16/XMODEM check value, and the example of the Redis Cluster specification.
     agree("crc16('123456789')", binascii.crc_hqx(b"123456789", 0), 0x31C3)
-    agree("slot of {user1000}", cluster_slot("{user1000}.following"), cluster_slot("{user1000}.followers"))
-    agree("slot of foo{}{bar}", cluster_slot("foo{}{bar}"), binascii.crc_hqx(b"foo{}{bar}", 0) % 16384)
+    agree(
+        "slot of {user1000}",
+        cluster_slot("{user1000}.following"),
+        cluster_slot("{user1000}.followers"),
+    )
+    agree(
+        "slot of foo{}{bar}", cluster_slot("foo{}{bar}"), binascii.crc_hqx(b"foo{}{bar}", 0) % 16384
+    )
     agree("escape", escape_tenant("a}b{%\x00 \x7f!~é"), "a%7Db%7B%25%00%20%7F!~é")
     skewed_clocks_self_test()
     bucketed_self_test()
@@ -791,18 +847,28 @@ def skewed_clocks_self_test(runs: int = 40, steps: int = 30, seed: int = 12) -> 
             if not d.allowed:
                 probe = SlidingLog(limit, window)
                 probe.entries = list(log.entries)
-                agree("retry: one ms earlier still denied", probe.passes(now + d.retry_after_ms - 1, cost), False)
-                agree("retry: passes at now + retry_after", probe.passes(now + d.retry_after_ms, cost), True)
+                agree(
+                    "retry: one ms earlier still denied",
+                    probe.passes(now + d.retry_after_ms - 1, cost),
+                    False,
+                )
+                agree(
+                    "retry: passes at now + retry_after",
+                    probe.passes(now + d.retry_after_ms, cost),
+                    True,
+                )
             naive = [s for s in naive if s > now - window]
             if len(naive) + cost <= limit:
-                r = max([now] + naive)
+                r = max([now, *naive])
                 naive += [r] * cost
                 naive_recorded += [r] * cost
         ordered = sorted(naive_recorded)
         if any(bisect.bisect_left(ordered, x + window) - i > limit for i, x in enumerate(ordered)):
             naive_over += 1
     if naive_over == 0:
-        raise ModelError("the skewed sequences never show the flaw the time rule fixes; make them harsher")
+        raise ModelError(
+            "the skewed sequences never show the flaw the time rule fixes; make them harsher"
+        )
 
 
 def divisors(n: int) -> list[int]:
@@ -830,7 +896,9 @@ def bucketed_self_test(runs: int = 60, steps: int = 30, seed: int = 13) -> None:
             log_would = log.passes(now, cost)
             d = engine.acquire(now, cost)
             if d.allowed and not log_would:
-                raise ModelError(f"bucketed admits at {now} what the log over the same admissions denies")
+                raise ModelError(
+                    f"bucketed admits at {now} what the log over the same admissions denies"
+                )
             if buckets == window:
                 agree("g = 1: the log's decision", log.acquire(now, cost), d)
             else:
@@ -838,7 +906,23 @@ def bucketed_self_test(runs: int = 60, steps: int = 30, seed: int = 13) -> None:
                 log.entries = [r for r, _, n in engine.admissions for _ in range(n)]
             if not d.allowed:
                 probe = copy.deepcopy(engine)
-                agree("retry: one ms earlier still denied", probe.passes(now + d.retry_after_ms - 1, cost), False)
-                agree("retry: passes at now + retry_after", probe.passes(now + d.retry_after_ms, cost), True)
-                agree("reset: something still counts one ms earlier", probe.caller_count(now + d.reset_after_ms - 1) > 0, True)
-                agree("reset: nothing counts at now + reset_after", probe.caller_count(now + d.reset_after_ms), 0)
+                agree(
+                    "retry: one ms earlier still denied",
+                    probe.passes(now + d.retry_after_ms - 1, cost),
+                    False,
+                )
+                agree(
+                    "retry: passes at now + retry_after",
+                    probe.passes(now + d.retry_after_ms, cost),
+                    True,
+                )
+                agree(
+                    "reset: something still counts one ms earlier",
+                    probe.caller_count(now + d.reset_after_ms - 1) > 0,
+                    True,
+                )
+                agree(
+                    "reset: nothing counts at now + reset_after",
+                    probe.caller_count(now + d.reset_after_ms),
+                    0,
+                )

@@ -58,7 +58,9 @@ def random_name(rng: random.Random) -> str:
         return ""
     if roll < 0.06:
         return "n" * (model.MAX_NAME_LEN + 1)
-    name = "".join(rng.choice(NAME_CHARS) for _ in range(rng.choice([1, 3, 12, model.MAX_NAME_LEN])))
+    name = "".join(
+        rng.choice(NAME_CHARS) for _ in range(rng.choice([1, 3, 12, model.MAX_NAME_LEN]))
+    )
     if roll < 0.1:
         name = name[:-1] + rng.choice("{}:% é")
     return name
@@ -74,8 +76,13 @@ def random_key_vector(rng: random.Random, name: str) -> dict:
     elif roll < 0.15:
         # At the bound of 512 UTF-8 bytes, or one byte over it.
         tenant = ("東" * 171)[:170] + rng.choice(["ab", "abc", "é"])
-    inp = {"namespace": random_name(rng), "resource": random_name(rng), "tenant": tenant,
-           "algorithm": algorithm, "window_ms": window}
+    inp = {
+        "namespace": random_name(rng),
+        "resource": random_name(rng),
+        "tenant": tenant,
+        "algorithm": algorithm,
+        "window_ms": window,
+    }
     if algorithm == "bucketed_window" and rng.random() < 0.8:
         inp["buckets"] = rng.choice([1, 60, model.MAX_BUCKETS, model.MAX_BUCKETS + 1, 7, 0])
     return {"name": name, "kind": "key", "comment": "random_vectors.py", "input": inp}
@@ -95,7 +102,7 @@ def random_limit(rng: random.Random, algorithm: str, extreme: bool = False) -> d
     if algorithm == "bucketed_window":
         divisors = model.divisors(window)
         # Now and then g = 1 (the log) or one bucket (the coarsest).
-        limit["buckets"] = rng.choice([divisors[0], divisors[-1]] + divisors)
+        limit["buckets"] = rng.choice([divisors[0], divisors[-1], *divisors])
     return limit
 
 
@@ -128,13 +135,23 @@ def random_steps(rng: random.Random, policy: dict) -> list[dict]:
     # The model's brute force walks a log of 10,000 entries slowly: fewer steps there.
     big_log = any(limit["algorithm"] == "sliding_log" and limit["limit"] > 1000 for limit in limits)
     for _ in range(rng.randint(3, 10) if big_log else rng.randint(5, 60)):
-        now += rng.choice([0, 0, 1, rng.randrange(window // 10 + 1), rng.randrange(window + 1),
-                           rng.randrange(3 * window + 1)])
+        now += rng.choice(
+            [
+                0,
+                0,
+                1,
+                rng.randrange(window // 10 + 1),
+                rng.randrange(window + 1),
+                rng.randrange(3 * window + 1),
+            ]
+        )
         caller = now
         if exact and rng.random() < 0.3:
             caller = now + rng.randrange(-2 * window, 2 * window + 1)
         if rng.random() < 0.97:
-            cost = rng.choice([rng.randint(1, smallest), smallest, max(1, smallest // rng.randint(1, 4))])
+            cost = rng.choice(
+                [rng.randint(1, smallest), smallest, max(1, smallest // rng.randint(1, 4))]
+            )
         else:
             cost = smallest + 1
         step = {"now_ms": caller, "tenant": rng.choice(tenants), "cost": cost}
@@ -153,15 +170,21 @@ def build(count: int, seed: int) -> str:
             continue
         resource = f"random-{seed}-{i}"
         policy = random_policy(rng, resource)
-        vector = {"name": f"random/{seed}/{i}", "kind": "decision",
-                  "comment": f"random_vectors.py --seed {seed}, vector {i}",
-                  "policy": policy, "steps": random_steps(rng, policy)}
+        vector = {
+            "name": f"random/{seed}/{i}",
+            "kind": "decision",
+            "comment": f"random_vectors.py --seed {seed}, vector {i}",
+            "policy": policy,
+            "steps": random_steps(rng, policy),
+        }
         vectors.append(generate.derive_vector(vector))
     return generate.render_file(vectors)
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--count", type=int, default=100)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", required=True, help="the vector file to write")

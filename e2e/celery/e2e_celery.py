@@ -35,7 +35,11 @@ BUCKETS = int(os.environ["E2E_BUCKETS"])
 
 # The broker in a database of its own, apart from the limiter's keys.
 app = Celery("e2e", broker=REDIS_URL.rstrip("/") + "/1")
-app.conf.update(task_ignore_result=True, worker_hijack_root_logger=False, broker_connection_retry_on_startup=True)
+app.conf.update(
+    task_ignore_result=True,
+    worker_hijack_root_logger=False,
+    broker_connection_retry_on_startup=True,
+)
 
 registry = prometheus_client.CollectorRegistry()
 metrics = PrometheusMetrics(registry, tenant_label=True)
@@ -52,8 +56,12 @@ def limiter(algorithm: Algorithm) -> Limiter:
 def geocode(task: Task, job_id: str, tenant: str, alg: str) -> None:
     req = urllib.request.Request(
         f"{PROVIDER}/geocode?address={job_id}",
-        headers={"X-Api-Key": tenant, "X-Job-Id": job_id, "X-System": "celery",
-                 "X-Sent-Ms": str(int(time.time() * 1000))},
+        headers={
+            "X-Api-Key": tenant,
+            "X-Job-Id": job_id,
+            "X-System": "celery",
+            "X-Sent-Ms": str(int(time.time() * 1000)),
+        },
     )
     try:
         with urllib.request.urlopen(req, timeout=10) as resp:
@@ -64,34 +72,58 @@ def geocode(task: Task, job_id: str, tenant: str, alg: str) -> None:
     # The deferral count rides in a message header (as slidelimit.celery reads it).
     headers = task.request.headers or {}
     deferrals = headers.get(DEFERRALS_HEADER, getattr(task.request, DEFERRALS_HEADER, 0))
-    record = {"id": job_id, "system": "celery", "tenant": tenant, "alg": alg, "status": status,
-              "attempt": task.request.retries, "deferrals": int(deferrals or 0), "ms": int(time.time() * 1000)}
+    record = {
+        "id": job_id,
+        "system": "celery",
+        "tenant": tenant,
+        "alg": alg,
+        "status": status,
+        "attempt": task.request.retries,
+        "deferrals": int(deferrals or 0),
+        "ms": int(time.time() * 1000),
+    }
     records.rpush("e2e:done", json.dumps(record))
 
 
 @app.task(bind=True, acks_late=True, max_retries=5, name="e2e.geocode_log")
-@rate_limited(lambda: limiter(Algorithm.SLIDING_LOG), tenant=lambda job_id, tenant, alg: tenant,
-              jitter_ms=JITTER_MS, max_deferrals=100_000)
+@rate_limited(
+    lambda: limiter(Algorithm.SLIDING_LOG),
+    tenant=lambda job_id, tenant, alg: tenant,
+    jitter_ms=JITTER_MS,
+    max_deferrals=100_000,
+)
 def geocode_log(self: Task, job_id: str, tenant: str, alg: str) -> None:
     geocode(self, job_id, tenant, alg)
 
 
 @app.task(bind=True, acks_late=True, max_retries=5, name="e2e.geocode_bucketed")
-@rate_limited(lambda: limiter(Algorithm.BUCKETED_WINDOW), tenant=lambda job_id, tenant, alg: tenant,
-              jitter_ms=JITTER_MS, max_deferrals=100_000)
+@rate_limited(
+    lambda: limiter(Algorithm.BUCKETED_WINDOW),
+    tenant=lambda job_id, tenant, alg: tenant,
+    jitter_ms=JITTER_MS,
+    max_deferrals=100_000,
+)
 def geocode_bucketed(self: Task, job_id: str, tenant: str, alg: str) -> None:
     geocode(self, job_id, tenant, alg)
 
 
 @app.task(bind=True, acks_late=True, max_retries=5, name="e2e.geocode_counter")
-@rate_limited(lambda: limiter(Algorithm.SLIDING_COUNTER), tenant=lambda job_id, tenant, alg: tenant,
-              jitter_ms=JITTER_MS, max_deferrals=100_000)
+@rate_limited(
+    lambda: limiter(Algorithm.SLIDING_COUNTER),
+    tenant=lambda job_id, tenant, alg: tenant,
+    jitter_ms=JITTER_MS,
+    max_deferrals=100_000,
+)
 def geocode_counter(self: Task, job_id: str, tenant: str, alg: str) -> None:
     geocode(self, job_id, tenant, alg)
 
 
 # One task per limiter: rate_limited puts one gate in front of one task.
-TASKS = {"sliding_log": geocode_log, "bucketed_window": geocode_bucketed, "sliding_counter": geocode_counter}
+TASKS = {
+    "sliding_log": geocode_log,
+    "bucketed_window": geocode_bucketed,
+    "sliding_counter": geocode_counter,
+}
 
 
 def feed() -> None:
@@ -108,6 +140,8 @@ def feed() -> None:
 
 @worker_ready.connect
 def start(**_: Any) -> None:
-    prometheus_client.start_http_server(int(os.environ["E2E_METRICS_PORT"]), addr="127.0.0.1", registry=registry)
+    prometheus_client.start_http_server(
+        int(os.environ["E2E_METRICS_PORT"]), addr="127.0.0.1", registry=registry
+    )
     threading.Thread(target=feed, name="e2e-feed", daemon=True).start()
     print(f"celery worker ready (metrics on :{os.environ['E2E_METRICS_PORT']})", flush=True)

@@ -43,13 +43,26 @@ def main(argv: list[str]) -> int:
             exprs.append((p.get("title"), plain))
             for name in re.findall(r"\b[a-z_]+:[a-z0-9_]+:[a-z0-9_]+\b", plain):
                 if name not in recorded:
-                    errors.append(f"panel {p.get('title')!r}: {name} is no recording rule of {argv[1:]}")
+                    errors.append(
+                        f"panel {p.get('title')!r}: {name} is no recording rule of {argv[1:]}"
+                    )
     with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
-        rules = {"groups": [{"name": "dashboard", "rules": [
-            {"record": f"dashboard:panel_query:{i}", "expr": e} for i, (_, e) in enumerate(exprs)]}]}
+        rules = {
+            "groups": [
+                {
+                    "name": "dashboard",
+                    "rules": [
+                        {"record": f"dashboard:panel_query:{i}", "expr": e}
+                        for i, (_, e) in enumerate(exprs)
+                    ],
+                }
+            ]
+        }
         json.dump(rules, f)  # YAML is a superset of JSON
         f.flush()
-        res = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True, text=True, check=False)
+        res = subprocess.run(
+            ["promtool", "check", "rules", f.name], capture_output=True, text=True, check=False
+        )
         if res.returncode != 0:
             errors.append("a query does not parse:\n" + res.stdout + res.stderr)
     for e in errors:
