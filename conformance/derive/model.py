@@ -714,9 +714,6 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
             for e, d in zip(engines, trial):
                 agree("a recording limit decides as its trial", e.acquire(now, cost), d)
 
-        def all_pass(at: int, cost: int = cost, engines: list = engines) -> bool:
-            return all(copy.deepcopy(e).acquire(at, cost).allowed for e in engines)
-
         result = {
             "allowed": allowed,
             "remaining": min(d.remaining for d in trial),
@@ -726,8 +723,12 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
         }
         if not allowed:
             retry = max(d.retry_after_ms for d in trial)
-            agree("every limit passes at now + retry", all_pass(now + retry), True)
-            agree("some limit denies at now + retry - 1", all_pass(now + retry - 1), False)
+            agree("every limit passes at now + retry", all_pass(engines, now + retry, cost), True)
+            agree(
+                "some limit denies at now + retry - 1",
+                all_pass(engines, now + retry - 1, cost),
+                False,
+            )
             result["retry_after_ms"] = retry
             if len(limits) > 1:
                 result["denied_by"] = next(
@@ -741,6 +742,11 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
                 denying = sum(1 for d in trial if not d.allowed)
                 hits.add("multi-denied-by-one" if denying == 1 else "multi-denied-by-several")
     return out
+
+
+def all_pass(engines: list, at: int, cost: int) -> bool:
+    """Whether every limit would admit `cost` at `at`, recording nothing."""
+    return all(copy.deepcopy(e).acquire(at, cost).allowed for e in engines)
 
 
 def new_engine(policy: dict):
