@@ -10,10 +10,10 @@
 //! caller's, or the clock when the call carries none) is the script's notion
 //! of time: it decides which permits still count. The engine's clock
 //! (`clock_ms`, the stand-in for the Redis server's clock) alone drives key
-//! expiry: a write sets `expires_at = clock_ms + ttl`, where `ttl` is what the
-//! script hands to `PEXPIRE` (relative to the call's `now_ms`), and a key is
-//! gone once `clock_ms > expires_at`, exactly when Redis would drop it. Caller
-//! time never expires a key, so a peek or another tenant's call at a far-off
+//! expiry: where a script sets a TTL (`PEXPIRE ttl`, relative to the call's
+//! `now_ms`), the engine sets `expires_at = clock_ms + ttl`, and a key is gone
+//! once `clock_ms > expires_at`, exactly when Redis would drop it. Caller time
+//! never expires a key, so a peek or another tenant's call at a far-off
 //! caller time cannot make the engine forget state Redis still holds.
 
 use crate::decision::{Decision, MAX_LIMITS};
@@ -600,6 +600,11 @@ fn bucketed_window(
         let b = t / g;
         let ttl = x(b) - a.now;
         if write {
+            // As the script: a key's expiry is set when it is made, on a
+            // fresh start and when an admission opens a later bucket; within
+            // one bucket it stays the instant the bucket's first admission
+            // set (x_b, the same for every admission there with one clock).
+            let sets_expiry = live == 0 || newest.is_none_or(|n| b > n / g);
             let entry = keys.entry(key.to_owned()).or_insert(Entry {
                 value: Value::Buckets {
                     newest: t,
@@ -615,7 +620,9 @@ fn bucketed_window(
             *counts = counts.split_off(&first_live);
             *counts.entry(b).or_insert(0) += a.cost;
             *newest = t;
-            entry.expires_at = a.exact_expires_at(ttl);
+            if sets_expiry {
+                entry.expires_at = a.exact_expires_at(ttl);
+            }
         }
         return Ok(Decision {
             allowed: true,
@@ -1091,6 +1098,43 @@ mod tests {
             assert!(!lagging(CLOCK + 1500), "{name:?}");
             assert!(lagging(CLOCK + 1501), "{name:?}");
         }
+    }
+
+    /// The bucketed script sets its key's expiry when an admission opens a
+    /// bucket, not on every admission: a second admission into the same
+    /// bucket, from a caller whose clock lags the server's by 500 ms more,
+    /// leaves the expiry the first one set (rust/tests/bucketed.rs shows
+    /// the script's PTTL doing the same).
+    #[test]
+    fn a_bucketed_key_keeps_the_expiry_its_bucket_opened_with() {
+        let p = Policy::with_buckets("rl", "geo", Algorithm::BucketedWindow, 3, 1000, Some(10))
+            .unwrap();
+        // One engine per sequence: each expires its key on the clock.
+        let run = |admissions: &[(u64, u64)], peek_clock: u64| {
+            let e = MemoryEngine::new();
+            for &(now, clock) in admissions {
+                let d = e
+                    .check(&p, "t", 1, Some(now), clock, Mode::Acquire)
+                    .unwrap();
+                assert!(d.allowed, "{d:?}");
+            }
+            // A caller for whom every admission still counts.
+            e.check(&p, "t", 1, Some(CLOCK + 50), peek_clock, Mode::Peek)
+                .unwrap()
+                .remaining
+        };
+        // Bucket CLOCK / 100 counts until x = CLOCK + 1099: TTL 1099 plus the
+        // caller-time window, so the key expires at the clock's CLOCK + 2099,
+        // whatever the clock of the bucket's second admission.
+        let same_bucket = [(CLOCK, CLOCK), (CLOCK + 10, CLOCK + 500)];
+        assert_eq!(run(&same_bucket, CLOCK + 2099), 0, "both permits held");
+        assert_eq!(run(&same_bucket, CLOCK + 2100), 2, "the key has expired");
+        // An admission into a later bucket sets the expiry again, from its
+        // own clock: x = CLOCK + 1199 for bucket CLOCK / 100 + 1, so the key
+        // expires at CLOCK + 500 + (1199 - 150) + 1000.
+        let next_bucket = [(CLOCK, CLOCK), (CLOCK + 150, CLOCK + 500)];
+        assert_eq!(run(&next_bucket, CLOCK + 2549), 0, "both permits held");
+        assert_eq!(run(&next_bucket, CLOCK + 2550), 2, "the key has expired");
     }
 
     #[test]

@@ -137,6 +137,33 @@ fn the_default_bucket_count_is_in_the_key_and_on_redis() {
     limiter.reset("t").unwrap();
 }
 
+/// The script sets its key's expiry when an admission opens a bucket, and
+/// leaves it alone for later admissions into the same bucket (the memory
+/// engine does the same: core's
+/// `a_bucketed_key_keeps_the_expiry_its_bucket_opened_with`).
+#[test]
+fn the_key_expiry_is_set_by_a_buckets_first_admission() {
+    let policy = bucketed(3, 1000, Some(10));
+    let key = policy.key("t").unwrap();
+    let limiter = connect(&redis_url(), &policy);
+    let mut raw = common::raw_connection();
+    let mut pttl = || -> i64 { redis::cmd("PTTL").arg(&key).query(&mut raw).unwrap() };
+    // Caller time 1,000,000 opens bucket 10,000, held until 1,001,099: PX
+    // 1,099 plus the caller-time window, 2,099.
+    assert!(limiter.acquire_at("t", 1, 1_000_000).unwrap().allowed);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Same bucket: the expiry set 300 ms ago stands (re-set, it would be
+    // 1,089 + 1,000 = 2,089).
+    assert!(limiter.acquire_at("t", 1, 1_000_010).unwrap().allowed);
+    let same_bucket = pttl();
+    assert!((1..=1_799).contains(&same_bucket), "PTTL {same_bucket}");
+    // A later bucket sets it again: 1,049 + 1,000.
+    assert!(limiter.acquire_at("t", 1, 1_000_150).unwrap().allowed);
+    let next_bucket = pttl();
+    assert!((1_800..=2_049).contains(&next_bucket), "PTTL {next_bucket}");
+    limiter.reset("t").unwrap();
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig { cases: 150, max_shrink_iters: 100, ..Default::default() })]
 
