@@ -36,11 +36,16 @@ test-rust: deps
 	scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh $(CARGO) test --workspace
 
 # The shared harness's Python under these folders, the suffix-less scripts
-# included (ruff.toml lists them); python/ is linted by test-python.
+# included (ruff.toml lists them); python/ is linted by test-python. mypy
+# (mypy.ini) checks the folders in one run and each of those scripts in a run
+# of its own, as it names every script __main__.
 HARNESS_PY := audit conformance e2e faults harness ops scripts
 harness-lint: python-venv
 	$(PY) -m ruff check $(HARNESS_PY)
 	$(PY) -m ruff format --check $(HARNESS_PY)
+	$(PY) -m mypy $(HARNESS_PY)
+	scripts=$$($(PY) -c 'import tomllib; print(*tomllib.load(open("ruff.toml", "rb"))["extend-include"])') \
+		&& for script in $$scripts; do $(PY) -m mypy "$$script" || exit 1; done
 
 conformance-lint: deps
 	conformance/lint

@@ -86,7 +86,7 @@ def read_logs(paths, window_ms=None):
     """Per language (in order of first appearance): its Lang record. With
     window_ms (--recorded: the window whose reset_after_ms the decisions
     carry), each admission's recorded time too, from its reset_after_ms."""
-    langs = OrderedDict()
+    langs: OrderedDict[str, Lang] = OrderedDict()
     for path in paths:
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):

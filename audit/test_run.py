@@ -17,6 +17,8 @@ RUN = os.path.join(HERE, "run")
 def load_run():
     loader = importlib.machinery.SourceFileLoader("audit_run", RUN)
     spec = importlib.util.spec_from_loader("audit_run", loader)
+    if spec is None:
+        raise ImportError(f"cannot load {RUN}")
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module

@@ -154,11 +154,12 @@ def check(expected, log):
     extra line, is a FAIL."""
     order = list(dict.fromkeys(e.vector for e in expected))
     report = Report(order=order)
-    by_vector = {}
+    by_vector: dict[str, list[Expected]] = {}
     for e in expected:
         by_vector.setdefault(e.vector, []).append(e)
-    actual = {name: [] for name in order}
-    seen_order = []
+    # vector -> [(log line number, raw line, its (key, value) pairs)]
+    actual: dict[str, list[tuple[int, str, list]]] = {name: [] for name in order}
+    seen_order: list[str] = []
     for number, raw in enumerate(log.splitlines(), start=1):
         try:
             pairs = json.loads(raw, object_pairs_hook=list)

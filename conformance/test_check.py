@@ -7,12 +7,13 @@ import sys
 import tempfile
 import textwrap
 import unittest
+from typing import Any
 from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check
 
-VECTORS = {
+VECTORS: dict[str, Any] = {
     "format": "slidelimit-vectors/1",
     "vectors": [
         {

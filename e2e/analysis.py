@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import bisect
 import html
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 # Core's DEFAULT_BUCKETS (docs/protocol.md): the run's default when it divides the window.
 DEFAULT_BUCKETS = 60
@@ -198,7 +198,9 @@ def svg_tenant(
     return "\n".join(out) + "\n"
 
 
-def _points(x, y, samples: list[tuple[float, int]]) -> list[str]:  # type: ignore[no-untyped-def]
+def _points(
+    x: Callable[[float], float], y: Callable[[float], float], samples: list[tuple[float, int]]
+) -> list[str]:
     """SVG coordinates of samples, without the middle of flat runs (a
     picture a few kB in size draws the same)."""
     keep = [

@@ -23,6 +23,7 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
@@ -152,8 +153,8 @@ def make_handler(provider: Provider) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def positive(kind: type, name: str):  # type: ignore[no-untyped-def]
-    def parse(text: str):  # type: ignore[no-untyped-def]
+def positive(kind: Callable[[str], float], name: str) -> Callable[[str], float]:
+    def parse(text: str) -> float:
         try:
             value = kind(text)
         except ValueError:

@@ -29,6 +29,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,9 @@ def http_get(url: str, timeout: float = 5) -> bytes:
         return resp.read()
 
 
-def wait_until(what: str, seconds: float, check, procs: dict[str, subprocess.Popen]) -> None:  # type: ignore[no-untyped-def]
+def wait_until(
+    what: str, seconds: float, check: Callable[..., object], procs: dict[str, subprocess.Popen]
+) -> None:
     deadline = time.monotonic() + seconds
     while True:
         for name, p in procs.items():

@@ -78,11 +78,14 @@ def wrap(name, mutation):
         text=True,
         bufsize=1,
     )
+    to_child, from_child = child.stdin, child.stdout
+    if to_child is None or from_child is None:
+        raise RuntimeError(f"drivers/{name}: no pipes")  # never, with PIPE
 
     def call(req):
-        child.stdin.write(json.dumps(req) + "\n")
-        child.stdin.flush()
-        line = child.stdout.readline()
+        to_child.write(json.dumps(req) + "\n")
+        to_child.flush()
+        line = from_child.readline()
         if not line:
             sys.exit(f"fake_driver: drivers/{name} is gone")
         return json.loads(line)
@@ -106,7 +109,7 @@ def wrap(name, mutation):
         out(reply)
         if req.get("op") == "exit":
             break
-    child.stdin.close()
+    to_child.close()
     child.wait()
 
 

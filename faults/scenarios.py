@@ -12,6 +12,7 @@ import shutil
 import tempfile
 import threading
 import time
+from typing import Any
 
 from faults.lib import (
     ALGORITHMS,
@@ -315,7 +316,7 @@ def restart_between_calls(ctx):
 
 # ------------------------------------------------------ unreachable, slow
 
-CALLS = [
+CALLS: list[dict[str, Any]] = [
     {"op": "acquire", "tenant": "t"},
     {"op": "acquire_at", "tenant": "t", "now_ms": T},
     {"op": "peek", "tenant": "t"},
@@ -685,7 +686,8 @@ def tls(ctx):
 
 # -------------------------------------------------------------- bad input
 
-BAD_POLICIES = [
+# (what a good policy is changed by, the field the error names)
+BAD_POLICIES: list[tuple[dict[str, Any], str]] = [
     ({"limit": 0}, "limit"),
     ({"window_ms": 0}, "window_ms"),
     ({"limit": 1 << 40, "window_ms": 1 << 13}, "limit"),  # limit * window_ms = 2^53

@@ -29,6 +29,8 @@ def _load_runner():
 
     loader = importlib.machinery.SourceFileLoader("faults_run", os.path.join(ROOT, "faults", "run"))
     spec = importlib.util.spec_from_loader("faults_run", loader)
+    if spec is None:
+        raise ImportError(f"cannot load {loader.path}")
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module

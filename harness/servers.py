@@ -30,13 +30,17 @@ class RedisServer:
     server, without a script cache, on the same port.
 
     tls: a Certificates (or a view, with_server_cert); then the server speaks
-    TLS only (--port 0), and admin connections check the name tls_name."""
+    TLS only (--port 0), and admin connections check the name tls_name.
+    server: the binary (default $SLIDELIMIT_REDIS_SERVER, else redis-server);
+    wrapper: a command it runs under, e.g. valgrind and its options (one that
+    runs it in the same process, so the pid is still the server's)."""
 
-    def __init__(self, port=None, args=(), tls=None, tls_name="localhost"):
+    def __init__(self, port=None, args=(), tls=None, tls_name="localhost", server=None, wrapper=()):
         self.port = port or free_port()
         self.tls, self.tls_name = tls, tls_name
         self.dir = tempfile.mkdtemp(prefix=f"slidelimit-faults-redis-{self.port}-")
         self.extra = list(args)
+        self.server, self.wrapper = server, list(wrapper)
         self.proc = None
         self.starts = 0
         self._clients = []
@@ -47,7 +51,8 @@ class RedisServer:
 
     def _argv(self):
         argv = [
-            os.environ.get("SLIDELIMIT_REDIS_SERVER", "redis-server"),
+            *self.wrapper,
+            self.server or os.environ.get("SLIDELIMIT_REDIS_SERVER", "redis-server"),
             "--bind",
             "127.0.0.1",
             "--save",
@@ -303,7 +308,7 @@ class SlowProxy(_Listener):
         with self.lock:
             self.conns.append(up)
         for src, dst in ((down, up), (up, down)):
-            chunks = queue.Queue()
+            chunks: queue.Queue[tuple[float, bytes]] = queue.Queue()
             threading.Thread(target=self._read, args=(src, chunks), daemon=True).start()
             threading.Thread(target=self._write, args=(dst, chunks), daemon=True).start()
 

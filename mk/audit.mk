@@ -38,7 +38,7 @@ BENCH_TARGETS += bench-flood
 audit-deps: deps drivers
 
 test-audit: audit-deps
-	python3 -m unittest -q audit/test_check.py audit/test_run.py
+	python3 -m unittest -q audit/test_audit_check.py audit/test_run.py
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) \
 		--targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:uniform --out .tmp/audit-short
 	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms $(AUDIT_SKEW_MS) \

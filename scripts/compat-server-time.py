@@ -54,7 +54,7 @@ class Redis(resp.Redis):
         return int(secs) * 1000 + int(micros) // 1000
 
 
-failures = []
+failures: list[str] = []
 
 
 def check(ok, what):

@@ -25,7 +25,7 @@ def read(path, default=None):
 
 def binding_cells(text, bindings):
     """Per binding: pass, FAIL or DIFF over every vector row of conformance/all's table."""
-    cells = {b: None for b in bindings}
+    cells: dict[str, str | None] = {b: None for b in bindings}
     in_table = False
     for line in text.splitlines():
         words = line.split()

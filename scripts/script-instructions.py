@@ -21,8 +21,9 @@ of rust/benches/redis_side.rs. The regimes are those of redis_side:
 - denied: the key full (600 permits over the last 60 s), time fixed;
 - allowed: time advancing 100 ms per check of cost 1 (the limit's rate).
 
-The server and its files are this script's own (a temporary directory); it
-stops the server it started, by pid. Stdlib only.
+The server and its files are this script's own (harness/servers.py's
+RedisServer, in temporary directories); it stops the server it started, by
+pid. Stdlib and harness/ only.
 """
 
 import argparse
@@ -33,12 +34,13 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+from harness.servers import RedisServer  # noqa: E402
 
 T0 = 1_800_000_000_000
 LIMIT, WINDOW, BUCKETS = 600, 60_000, 60
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def baseline_lua():
@@ -115,12 +117,6 @@ def fill(con, kind, sha, key):
             sys.exit(f"filling {key}: {reply}")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--baseline", action="store_true", help="add the sorted-set baseline")
@@ -139,39 +135,20 @@ def main():
     for name in opts.scripts:
         with open(name) as f:
             texts.append((name, f.read()))
-    workdir = tempfile.mkdtemp(prefix="script-instructions.")
-    port = free_port()
-    server = subprocess.Popen(
-        [
+    workdir = tempfile.mkdtemp(prefix="script-instructions.")  # callgrind's files
+    server = RedisServer(
+        server=opts.server,
+        wrapper=[
             "valgrind",
             "--tool=callgrind",
             "--toggle-collect=evalGenericCommand",
             f"--callgrind-out-file={workdir}/callgrind.out",
-            opts.server,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            workdir,
         ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
     )
     try:
-        for _ in range(300):
-            try:
-                con = Connection(port)
-                con.command("PING")
-                break
-            except OSError:
-                time.sleep(0.1)
-        else:
-            sys.exit("the server did not answer")
+        # valgrind runs the server in its own process: the pid is the server's.
+        pid = str(server.start(timeout_s=30).proc.pid)
+        con = Connection(server.port)
         loaded = []
         for i, (name, text) in enumerate(texts):
             kind = kind_of(name)
@@ -184,7 +161,7 @@ def main():
         results = []
         for i, (name, kind, sha, key) in enumerate(loaded):
             subprocess.run(
-                ["callgrind_control", "-z", str(server.pid)],
+                ["callgrind_control", "-z", pid],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 check=True,
@@ -219,14 +196,13 @@ def main():
                 sys.exit(f"{name}: {errors[0]}")
             admitted = sum(1 for r in replies if r[0] == 1)
             subprocess.run(
-                ["callgrind_control", "-d", f"phase{i}", str(server.pid)],
+                ["callgrind_control", "-d", f"phase{i}", pid],
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
                 check=True,
             )
             results.append((name, admitted))
-        server.terminate()
-        server.wait()
+        server.stop()  # the phases are dumped already
         totals = {}
         for path in glob.glob(f"{workdir}/callgrind.out*"):
             phase, total = None, None
@@ -245,9 +221,7 @@ def main():
                 f"| {name} | {opts.regime} | {admitted}/{opts.checks} | {totals[i] // opts.checks:,} |"
             )
     finally:
-        if server.poll() is None:
-            server.terminate()
-            server.wait()
+        server.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -10,6 +10,7 @@ import sys
 import tempfile
 import textwrap
 import unittest
+from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "check-versions.py")
@@ -18,6 +19,8 @@ SCRIPT = os.path.join(HERE, "check-versions.py")
 def load_script():
     loader = importlib.machinery.SourceFileLoader("check_versions", SCRIPT)
     spec = importlib.util.spec_from_loader("check_versions", loader)
+    if spec is None:
+        raise ImportError(f"cannot load {SCRIPT}")
     module = importlib.util.module_from_spec(spec)
     loader.exec_module(module)
     return module
@@ -25,8 +28,9 @@ def load_script():
 
 check_versions = load_script()
 
-# A tree shaped like the repository, every version 1.2.3.
-TREE = {
+# A tree shaped like the repository, every version 1.2.3: a file's text, or
+# its JSON document.
+TREE: dict[str, Any] = {
     "Cargo.toml": """
         [workspace]
         members = ["core", "rust"]

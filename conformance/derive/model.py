@@ -19,6 +19,7 @@ import bisect
 import copy
 import random
 from dataclasses import dataclass
+from typing import Union
 
 MAX_LIMIT_TIMES_WINDOW = 2**52
 MAX_NOW_MS = 2**52
@@ -82,9 +83,14 @@ def check_tenant(tenant: str) -> None:
 def buckets_of(p: dict) -> int | None:
     """The policy's bucket count: as given, DEFAULT_BUCKETS for a bucketed
     policy that names none, None for the other algorithms when absent."""
-    if "buckets" in p:
-        return p["buckets"]
-    return DEFAULT_BUCKETS if p["algorithm"] == "bucketed_window" else None
+    if "buckets" in p or p["algorithm"] == "bucketed_window":
+        return bucket_count(p)
+    return None
+
+
+def bucket_count(p: dict) -> int:
+    """A bucketed policy's bucket count: as given, else DEFAULT_BUCKETS."""
+    return p.get("buckets", DEFAULT_BUCKETS)
 
 
 def check_policy(p: dict) -> None:
@@ -101,11 +107,11 @@ def check_policy(p: dict) -> None:
         raise InvalidArgument("limit")
     if p["algorithm"] == "sliding_log" and p["limit"] > MAX_LOG_LIMIT:
         raise InvalidArgument("limit")
-    buckets = buckets_of(p)
     if p["algorithm"] == "bucketed_window":
+        buckets = bucket_count(p)
         if not 1 <= buckets <= MAX_BUCKETS or p["window_ms"] % buckets != 0:
             raise InvalidArgument("buckets")
-    elif buckets is not None:
+    elif buckets_of(p) is not None:
         # Only the bucketed window has buckets; naming them elsewhere is a mistake.
         raise InvalidArgument("buckets")
 
@@ -623,6 +629,10 @@ class BucketedWindow:
         return by_events
 
 
+# The state of one key, whichever the algorithm.
+Engine = Union[SlidingLog, SlidingCounter, BucketedWindow]
+
+
 # ----------------------------------------------------------------- vectors
 
 
@@ -687,7 +697,7 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
     except InvalidArgument:
         return [{"error": "invalid_argument"} for _ in steps]
     limits = [limit_policy(policy, limit) for limit in policy["limits"]]
-    state: dict[str, object] = {}
+    state: dict[str, Engine] = {}
     out = []
     for step in steps:
         now, cost, tenant = step["now_ms"], step["cost"], step["tenant"]
@@ -744,17 +754,17 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
     return out
 
 
-def all_pass(engines: list, at: int, cost: int) -> bool:
+def all_pass(engines: list[Engine], at: int, cost: int) -> bool:
     """Whether every limit would admit `cost` at `at`, recording nothing."""
     return all(copy.deepcopy(e).acquire(at, cost).allowed for e in engines)
 
 
-def new_engine(policy: dict):
+def new_engine(policy: dict) -> Engine:
     if policy["algorithm"] == "sliding_log":
         return SlidingLog(policy["limit"], policy["window_ms"])
     if policy["algorithm"] == "sliding_counter":
         return SlidingCounter(policy["limit"], policy["window_ms"])
-    return BucketedWindow(policy["limit"], policy["window_ms"], buckets_of(policy))
+    return BucketedWindow(policy["limit"], policy["window_ms"], bucket_count(policy))
 
 
 def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = None) -> list[dict]:
@@ -767,7 +777,7 @@ def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = No
         check_policy(policy)
     except InvalidArgument:
         return [{"error": "invalid_argument"} for _ in steps]
-    state: dict[str, object] = {}
+    state: dict[str, Engine] = {}
     out = []
     for step in steps:
         try:

@@ -23,8 +23,8 @@ def main(argv: list[str]) -> int:
         return 2
     dash = json.loads(Path(argv[0]).read_text())
     recorded = set()
-    for rules in argv[1:]:
-        recorded |= set(re.findall(r"^\s*- record:\s*(\S+)", Path(rules).read_text(), re.MULTILINE))
+    for path in argv[1:]:
+        recorded |= set(re.findall(r"^\s*- record:\s*(\S+)", Path(path).read_text(), re.MULTILINE))
     errors = []
     ids = [p.get("id") for p in dash.get("panels", [])]
     if not ids:
