@@ -1,30 +1,20 @@
 """Tests of audit/run's schedule and driver handling, with fake drivers:
 python3 -m unittest audit/test_run.py"""
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import textwrap
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUN = os.path.join(HERE, "run")
+sys.path.insert(0, os.path.dirname(HERE))
+from harness.scripts import load_script  # noqa: E402
 
-
-def load_run():
-    loader = importlib.machinery.SourceFileLoader("audit_run", RUN)
-    spec = importlib.util.spec_from_loader("audit_run", loader)
-    if spec is None:
-        raise ImportError(f"cannot load {RUN}")
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-run = load_run()
+run = load_script(RUN, "audit_run")
 
 # A driver that answers every op and records its policy; on load it records
 # when the request came (in <name>.<algorithm>.load), waits until the run's

@@ -18,25 +18,13 @@ sys.path.insert(0, ROOT)
 
 from faults.lib import launcher  # noqa: E402
 from faults.scenarios import SCENARIOS  # noqa: E402
+from harness.scripts import load_script  # noqa: E402
 
 FAKE = os.path.join(ROOT, "faults", "fake_driver.py")
 BASE = os.environ.get("FAULTS_SELFTEST_DRIVER", "rust")
 
 
-def _load_runner():
-    import importlib.machinery
-    import importlib.util
-
-    loader = importlib.machinery.SourceFileLoader("faults_run", os.path.join(ROOT, "faults", "run"))
-    spec = importlib.util.spec_from_loader("faults_run", loader)
-    if spec is None:
-        raise ImportError(f"cannot load {loader.path}")
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-RUNNER = _load_runner()
+RUNNER = load_script(os.path.join(ROOT, "faults", "run"), "faults_run")
 
 
 def grid(name, argv, scenarios):

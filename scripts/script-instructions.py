@@ -30,13 +30,13 @@ import argparse
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from harness.resp import ReplyError  # noqa: E402
 from harness.servers import RedisServer  # noqa: E402
 
 T0 = 1_800_000_000_000
@@ -49,45 +49,6 @@ def baseline_lua():
         text = f.read()
     start = text.index('const BASELINE_LUA: &str = r#"') + len('const BASELINE_LUA: &str = r#"')
     return text[start : text.index('"#;', start)].lstrip("\n")
-
-
-def encode(*args):
-    out = [b"*%d\r\n" % len(args)]
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out.append(b"$%d\r\n%s\r\n" % (len(a), a))
-    return b"".join(out)
-
-
-class Connection:
-    """The least of RESP2 this needs: commands out, replies in."""
-
-    def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.file = self.sock.makefile("rb")
-
-    def read(self):
-        line = self.file.readline()
-        kind, rest = line[:1], line[1:-2]
-        if kind == b"+":
-            return rest.decode()
-        if kind == b"-":
-            return RuntimeError(rest.decode())
-        if kind == b":":
-            return int(rest)
-        if kind == b"$":
-            n = int(rest)
-            return None if n < 0 else self.file.read(n + 2)[:-2]
-        if kind == b"*":
-            return [self.read() for _ in range(int(rest))]
-        raise RuntimeError(f"unexpected reply {line!r}")
-
-    def pipeline(self, commands):
-        self.sock.sendall(b"".join(encode(*c) for c in commands))
-        return [self.read() for _ in commands]
-
-    def command(self, *args):
-        return self.pipeline([args])[0]
 
 
 def kind_of(name):
@@ -112,8 +73,12 @@ def fill(con, kind, sha, key):
         calls = [("EVALSHA", sha, 1, key, *arguments(kind, T0 + 1000 * i, 10)) for i in range(60)]
     else:
         calls = [("EVALSHA", sha, 1, key, *arguments(kind, T0 + 100 * i, 1)) for i in range(600)]
-    for reply in con.pipeline(calls):
-        if isinstance(reply, RuntimeError) or (isinstance(reply, list) and reply[0] != 1):
+    try:
+        replies = con.pipeline(*calls)
+    except ReplyError as e:
+        sys.exit(f"filling {key}: {e}")
+    for reply in replies:
+        if isinstance(reply, list) and reply[0] != 1:
             sys.exit(f"filling {key}: {reply}")
 
 
@@ -148,13 +113,15 @@ def main():
     try:
         # valgrind runs the server in its own process: the pid is the server's.
         pid = str(server.start(timeout_s=30).proc.pid)
-        con = Connection(server.port)
+        # Generous: every reply waits for a server under valgrind.
+        con = server.client(timeout=120, decode=True)
         loaded = []
         for i, (name, text) in enumerate(texts):
             kind = kind_of(name)
-            sha = con.command("SCRIPT", "LOAD", text)
-            if isinstance(sha, RuntimeError):
-                sys.exit(f"{name}: {sha}")
+            try:
+                sha = con("SCRIPT", "LOAD", text)
+            except ReplyError as e:
+                sys.exit(f"{name}: {e}")
             key = f"si:{{t{i}}}"
             fill(con, kind, sha, key)
             loaded.append((name, kind, sha, key))
@@ -169,31 +136,16 @@ def main():
             calls = []
             for j in range(opts.checks):
                 if opts.regime == "allowed":
-                    calls.append(
-                        (
-                            "EVALSHA",
-                            sha,
-                            1,
-                            key,
-                            *arguments(kind, T0 + 60_000 + 100 * j, 1),
-                        )
-                    )
+                    now, cost = T0 + 60_000 + 100 * j, 1
                 else:
-                    calls.append(
-                        (
-                            "EVALSHA",
-                            sha,
-                            1,
-                            key,
-                            *arguments(kind, T0 + 59_950, 10 if kind == "bucketed" else 1),
-                        )
-                    )
+                    now, cost = T0 + 59_950, 10 if kind == "bucketed" else 1
+                calls.append(("EVALSHA", sha, 1, key, *arguments(kind, now, cost)))
             replies = []
-            for start in range(0, len(calls), 100):
-                replies += con.pipeline(calls[start : start + 100])
-            errors = [r for r in replies if isinstance(r, RuntimeError)]
-            if errors:
-                sys.exit(f"{name}: {errors[0]}")
+            try:
+                for start in range(0, len(calls), 100):
+                    replies += con.pipeline(*calls[start : start + 100])
+            except ReplyError as e:
+                sys.exit(f"{name}: {e}")
             admitted = sum(1 for r in replies if r[0] == 1)
             subprocess.run(
                 ["callgrind_control", "-d", f"phase{i}", pid],

@@ -1,8 +1,6 @@
 """Tests of the one-version check on temp trees:
 python3 -m unittest scripts/test_check_versions.py"""
 
-import importlib.machinery
-import importlib.util
 import json
 import os
 import subprocess
@@ -14,19 +12,10 @@ from typing import Any
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "check-versions.py")
+sys.path.insert(0, os.path.dirname(HERE))
+from harness.scripts import load_script  # noqa: E402
 
-
-def load_script():
-    loader = importlib.machinery.SourceFileLoader("check_versions", SCRIPT)
-    spec = importlib.util.spec_from_loader("check_versions", loader)
-    if spec is None:
-        raise ImportError(f"cannot load {SCRIPT}")
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
-check_versions = load_script()
+check_versions = load_script(SCRIPT, "check_versions")
 
 # A tree shaped like the repository, every version 1.2.3: a file's text, or
 # its JSON document.

@@ -18,7 +18,9 @@ import binascii
 import bisect
 import copy
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Union
 
 MAX_LIMIT_TIMES_WINDOW = 2**52
@@ -63,6 +65,14 @@ class InvalidArgument(Exception):
 def agree(what: str, brute, formula) -> None:
     if brute != formula:
         raise ModelError(f"{what}: brute force gives {brute}, formula gives {formula}")
+
+
+def agree_retry_is_exact(passes: Callable[[int], bool], first_pass: int) -> None:
+    """A denial's retry hint names the first millisecond of the caller's
+    clock at which the same check passes: it passes at `first_pass` (now +
+    retry_after_ms) and not one millisecond earlier."""
+    agree("retry: one ms earlier still denied", passes(first_pass - 1), False)
+    agree("retry: passes at now + retry_after", passes(first_pass), True)
 
 
 # ---------------------------------------------------------------- validation
@@ -733,12 +743,7 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
         }
         if not allowed:
             retry = max(d.retry_after_ms for d in trial)
-            agree("every limit passes at now + retry", all_pass(engines, now + retry, cost), True)
-            agree(
-                "some limit denies at now + retry - 1",
-                all_pass(engines, now + retry - 1, cost),
-                False,
-            )
+            agree_retry_is_exact(partial(all_pass, engines, cost=cost), now + retry)
             result["retry_after_ms"] = retry
             if len(limits) > 1:
                 result["denied_by"] = next(
@@ -863,16 +868,7 @@ def skewed_clocks_self_test(runs: int = 40, steps: int = 30, seed: int = 12) -> 
             if not d.allowed:
                 probe = SlidingLog(limit, window)
                 probe.entries = list(log.entries)
-                agree(
-                    "retry: one ms earlier still denied",
-                    probe.passes(now + d.retry_after_ms - 1, cost),
-                    False,
-                )
-                agree(
-                    "retry: passes at now + retry_after",
-                    probe.passes(now + d.retry_after_ms, cost),
-                    True,
-                )
+                agree_retry_is_exact(partial(probe.passes, cost=cost), now + d.retry_after_ms)
             naive = [s for s in naive if s > now - window]
             if len(naive) + cost <= limit:
                 r = max([now, *naive])
@@ -922,16 +918,7 @@ def bucketed_self_test(runs: int = 60, steps: int = 30, seed: int = 13) -> None:
                 log.entries = [r for r, _, n in engine.admissions for _ in range(n)]
             if not d.allowed:
                 probe = copy.deepcopy(engine)
-                agree(
-                    "retry: one ms earlier still denied",
-                    probe.passes(now + d.retry_after_ms - 1, cost),
-                    False,
-                )
-                agree(
-                    "retry: passes at now + retry_after",
-                    probe.passes(now + d.retry_after_ms, cost),
-                    True,
-                )
+                agree_retry_is_exact(partial(probe.passes, cost=cost), now + d.retry_after_ms)
                 agree(
                     "reset: something still counts one ms earlier",
                     probe.caller_count(now + d.reset_after_ms - 1) > 0,
