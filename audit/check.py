@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """audit/check.py --limit N --window-ms W [--report-only] [--recorded [--reset-window-ms R]] [--max-errors E]
-                [--label TEXT] LOG...
+                [--cost LANG=C ...] [--label TEXT] LOG...
 
 Merges the decision logs written by the audit workers (one JSON line per
 decision: {"lang", "allowed", "now_ms", "retry_after_ms", "reset_after_ms"},
@@ -30,6 +30,12 @@ apart (docs/audit.md). A bucketed limit is then counted at t itself, not at
 its bucket's end: [t, t + W) lies within the time it holds the permit, so
 its count of t's may not exceed the limit either (the stricter check).
 
+With --cost LANG=C (repeated, one per language; a run of mixed costs) every
+admission of LANG took C permits: the rolling counts are of permits, each
+admission counted C times at its time, and a window counts as filled when
+not even the smallest cost would fit in it any more. A language in the logs
+without a --cost is then an error.
+
 Exit status 1 when any (t - W, t] holds more than N admissions, when a call
 failed, when a decision is inconsistent (allowed with a retry hint, denied
 without one), when a language made no attempt or got no permit (the latter
@@ -50,7 +56,7 @@ import json
 import sys
 from collections import OrderedDict
 
-# Below this many admissions per language a language may go without a permit:
+# Below this many admitted calls per language a language may go without a permit:
 # the drivers' shares differ (Ruby's was 2 % of some runs), so a run of few
 # permits can leave one out by chance. At 50 each, a 2 % share misses all of
 # them with odds of about 1 in 1,200 (0.98^350, seven languages).
@@ -75,6 +81,8 @@ def largest_rolling_count(times, window_ms):
 class Lang:
     def __init__(self):
         self.attempts = 0
+        # Admitted calls; allowed and recorded hold one time per permit.
+        self.admitted = 0
         self.allowed = []
         self.recorded = []
         self.denied = 0
@@ -82,10 +90,12 @@ class Lang:
         self.inconsistent = 0
 
 
-def read_logs(paths, window_ms=None):
+def read_logs(paths, window_ms=None, costs=None):
     """Per language (in order of first appearance): its Lang record. With
     window_ms (--recorded: the window whose reset_after_ms the decisions
-    carry), each admission's recorded time too, from its reset_after_ms."""
+    carry), each admission's recorded time too, from its reset_after_ms.
+    With costs (language -> permits per admission), an admission's time is
+    listed once per permit; a language costs leaves out is an error."""
     langs: OrderedDict[str, Lang] = OrderedDict()
     for path in paths:
         with open(path, encoding="utf-8") as f:
@@ -114,10 +124,16 @@ def read_logs(paths, window_ms=None):
                 ):
                     raise SystemExit(f"{path}:{number}: bad field types: {line[:200]}")
                 if allowed:
-                    lang.allowed.append(now)
+                    cost = 1
+                    if costs is not None:
+                        if d["lang"] not in costs:
+                            raise SystemExit(f"{path}:{number}: no --cost for language {d['lang']}")
+                        cost = costs[d["lang"]]
+                    lang.admitted += 1
+                    lang.allowed += [now] * cost
                     lang.inconsistent += retry != 0
                     if window_ms is not None:
-                        lang.recorded.append(now + reset - window_ms)
+                        lang.recorded += [now + reset - window_ms] * cost
                         lang.inconsistent += reset < window_ms
                 else:
                     lang.denied += 1
@@ -125,9 +141,10 @@ def read_logs(paths, window_ms=None):
     return langs
 
 
-def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
+def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, smallest_cost=1):
     """Prints the table; returns (problems, summary). With recorded, the
-    counts are of the recorded times (see --recorded)."""
+    counts are of the recorded times (see --recorded). Counts are of
+    permits; a window is filled once smallest_cost no longer fits."""
     problems = []
 
     def times(lang):
@@ -144,12 +161,12 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
         own, _ = largest_rolling_count(sorted(times(lang)), window_ms)
         errors = sum(lang.errors.values())
         print(
-            f"{name:<12} {lang.attempts:>9} {len(lang.allowed):>8} {lang.denied:>9} "
+            f"{name:<12} {lang.attempts:>9} {lang.admitted:>8} {lang.denied:>9} "
             f"{errors:>7} {own:>16}"
         )
         rows[name] = {
             "attempts": lang.attempts,
-            "allowed": len(lang.allowed),
+            "allowed": lang.admitted,
             "denied": lang.denied,
             "errors": errors,
             "largest_rolling": own,
@@ -172,7 +189,8 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
     basis = "recorded time" if recorded else "now_ms"
     where = f" (window ending at {basis} {at})" if at is not None else ""
     print(
-        f"{'all':<12} {total:>9} {len(merged):>8} {sum(r['denied'] for r in rows.values()):>9} "
+        f"{'all':<12} {total:>9} {sum(r['allowed'] for r in rows.values()):>8} "
+        f"{sum(r['denied'] for r in rows.values()):>9} "
         f"{sum(r['errors'] for r in rows.values()):>7} {overall:>16}"
     )
     what = "recorded admission times" if recorded else "admissions"
@@ -198,14 +216,17 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
         problems.append("no decision logged at all")
     # A language without a permit took no part in sharing the budget, unless
     # the run had too few permits to go round (a limit of 1, say).
-    enough = len(merged) >= MIN_PERMITS_PER_LANGUAGE * len(langs)
+    # Admitted calls, not permits: with mixed costs a call of cost 5 is one
+    # chance at the budget, not five.
+    admitted = sum(lang.admitted for lang in langs.values())
+    enough = admitted >= MIN_PERMITS_PER_LANGUAGE * len(langs)
     for name in idle:
         if enough:
             problems.append(f"{name}: no permit admitted: this language took no part in the run")
         else:
             print(
                 f"note: {name}: no permit admitted; reported, not failed: the run admitted "
-                f"{len(merged)} for {len(langs)} languages, fewer than {MIN_PERMITS_PER_LANGUAGE} each"
+                f"{admitted} calls for {len(langs)} languages, fewer than {MIN_PERMITS_PER_LANGUAGE} each"
             )
     if not report_only:
         if overall > limit:
@@ -213,9 +234,10 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False):
             problems.append(
                 f"OVER-ADMISSION: {overall} permits in one rolling window{of}, limit {limit}"
             )
-        elif merged and overall < limit:
+        elif merged and overall + smallest_cost <= limit:
+            room = f", room for a cost of {smallest_cost}" if smallest_cost > 1 else ""
             problems.append(
-                f"no rolling window ever filled ({overall} < {limit}): the run proved nothing"
+                f"no rolling window ever filled ({overall} < {limit}{room}): the run proved nothing"
             )
     summary = {
         "limit": limit,
@@ -244,6 +266,13 @@ def main(argv):
         "--reset-window-ms", type=int, help="with --recorded: the window reset_after_ms is of"
     )
     parser.add_argument("--max-errors", type=int, default=0)
+    parser.add_argument(
+        "--cost",
+        action="append",
+        default=[],
+        metavar="LANG=C",
+        help="every admission of LANG took C permits (one per language)",
+    )
     parser.add_argument("--label", default="")
     parser.add_argument("logs", nargs="+")
     args = parser.parse_args(argv)
@@ -253,16 +282,28 @@ def main(argv):
         parser.error("--max-errors must not be negative")
     if args.reset_window_ms is not None and not (args.recorded and args.reset_window_ms >= 1):
         parser.error("--reset-window-ms needs --recorded and must be at least 1")
+    costs: dict[str, int] | None = None
+    if args.cost:
+        costs = {}
+        for item in args.cost:
+            lang, _, cost = item.partition("=")
+            if not (lang and cost.isdigit() and int(cost) >= 1) or lang in costs:
+                parser.error(f"--cost {item}: expected LANG=C, C at least 1, once per language")
+            costs[lang] = int(cost)
     if args.label:
         print(f"== {args.label}")
+    window = (args.reset_window_ms or args.window_ms) if args.recorded else None
     problems, summary = check(
-        read_logs(args.logs, (args.reset_window_ms or args.window_ms) if args.recorded else None),
+        read_logs(args.logs, window, costs),
         args.limit,
         args.window_ms,
         args.report_only,
         args.max_errors,
         args.recorded,
+        min(costs.values()) if costs else 1,
     )
+    if costs:
+        summary["costs"] = costs
     for p in problems:
         print(f"FAIL: {p}")
     summary["label"] = args.label

@@ -114,8 +114,17 @@ class Check(unittest.TestCase):
         status, out, _ = self.run_check(lines[1:])
         self.assertEqual(status, 0, out)
         self.assertIn(
-            "note: node: no permit admitted; reported, not failed: the run admitted 149", out
+            "note: node: no permit admitted; reported, not failed: the run admitted 149 calls", out
         )
+        # Calls, not permits: 100 admissions of cost 3 (300 permits, two per
+        # window at limit 6) are still too few to go round three languages.
+        lines = [line("rust" if i % 2 else "go", True, 50 * i) for i in range(100)]
+        lines += [line("node", False, 50 * i + 1) for i in range(100)]
+        costs = ["--cost", "rust=3", "--cost", "go=3", "--cost", "node=3"]
+        status, out, summary = self.run_check(lines, "--limit", "6", *costs)
+        self.assertEqual(status, 0, out)
+        self.assertEqual(summary["largest_rolling"], 6)
+        self.assertIn("the run admitted 100 calls for 3 languages", out)
 
     def test_errors_within_the_failover_bound_pass_and_beyond_it_fail(self):
         lines = [
@@ -226,6 +235,69 @@ class Check(unittest.TestCase):
         status, out, _ = self.run_check([line("rust", True, 0), line("go", True, 500)])
         self.assertEqual(status, 1)
         self.assertIn("no rolling window ever filled", out)
+
+    def test_mixed_costs_count_permits_not_calls(self):
+        # Limit 2: rust's admission took 2 permits at 0, go's 1 at 50. Three
+        # permits in one window, though only two calls were admitted.
+        lines = [line("rust", True, 0), line("go", True, 50)]
+        self.assertEqual(self.run_check(lines)[0], 0, "counted as calls it would pass")
+        status, out, summary = self.run_check(lines, "--cost", "rust=2", "--cost", "go=1")
+        self.assertEqual(status, 1, out)
+        self.assertIn("OVER-ADMISSION: 3 permits in one rolling window, limit 2", out)
+        self.assertEqual(summary["costs"], {"rust": 2, "go": 1})
+        self.assertEqual(summary["langs"]["rust"]["allowed"], 1, "allowed counts calls")
+        self.assertEqual(summary["langs"]["rust"]["largest_rolling"], 2, "rolling counts permits")
+        # Apart by a window, they pass.
+        status, out, summary = self.run_check(
+            [line("rust", True, 0), line("go", True, 100)], "--cost", "rust=2", "--cost", "go=1"
+        )
+        self.assertEqual(status, 0, out)
+        self.assertEqual(summary["largest_rolling"], 2)
+
+    def test_mixed_costs_count_recorded_times_per_permit(self):
+        # Recorded at 0 (cost 2) and 99 (cost 1): three in [0, 100).
+        lines = [admitted("rust", 0, 0), admitted("go", 150, 99)]
+        status, out, _ = self.run_check(lines, "--recorded", "--cost", "rust=2", "--cost", "go=1")
+        self.assertEqual(status, 1, out)
+        self.assertIn(
+            "OVER-ADMISSION: 3 permits in one rolling window of recorded times, limit 2", out
+        )
+
+    def test_a_window_is_filled_when_the_smallest_cost_no_longer_fits(self):
+        # Limit 5, costs 2 and 3: a window of 4 permits has no room for a 2.
+        lines = [line("rust", True, 0), line("rust", True, 10), line("go", True, 200)]
+        status, out, _ = self.run_check(lines, "--limit", "5", "--cost", "rust=2", "--cost", "go=3")
+        self.assertEqual(status, 0, out)
+        # With a cost of 1 among them, 4 of 5 left room: never filled.
+        status, out, _ = self.run_check(lines, "--limit", "5", "--cost", "rust=2", "--cost", "go=1")
+        self.assertEqual(status, 1, out)
+        self.assertIn("no rolling window ever filled (4 < 5)", out)
+        status, out, _ = self.run_check(
+            [line("rust", True, 0), line("go", True, 200)],
+            "--limit",
+            "5",
+            "--cost",
+            "rust=2",
+            "--cost",
+            "go=3",
+        )
+        self.assertEqual(status, 1, out)
+        self.assertIn("no rolling window ever filled (3 < 5, room for a cost of 2)", out)
+
+    def test_costs_must_name_every_admitting_language_once(self):
+        with self.assertRaises(SystemExit) as e:
+            self.run_check([line("rust", True, 0), line("go", True, 50)], "--cost", "rust=1")
+        self.assertIn("no --cost for language go", str(e.exception))
+        for flags in (
+            ["--cost", "rust"],
+            ["--cost", "rust=0"],
+            ["--cost", "=2"],
+            ["--cost", "rust=1", "--cost", "rust=2"],
+            ["--cost", "rust=1.5"],
+        ):
+            with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
+                self.run_check([line("rust", True, 0)], *flags)
+            self.assertEqual(e.exception.code, 2, flags)
 
 
 if __name__ == "__main__":

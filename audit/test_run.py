@@ -301,6 +301,30 @@ class Drivers(unittest.TestCase):
             ["sliding_log", "bucketed_window"],
         )
 
+    def test_costs_go_to_the_drivers_in_turn_and_are_counted_as_permits(self):
+        # alpha asks for 1 permit per call, beta for 2: one admission each in
+        # one window is 3 permits, over a limit of 2, within a limit of 3.
+        proc = self.audit("--runs", "log:uniform", "--windows", "1", "--costs", "1,2")
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        loads = self.loads()
+        self.assertEqual((loads["alpha"]["cost"], loads["beta"]["cost"]), (1, 2))
+        self.assertIn("-costs1-2" + os.sep, loads["alpha"]["out"])
+        self.assertIn(
+            "audit: mixed costs, permits per call per driver: alpha 1, beta 2", proc.stderr
+        )
+        self.assertIn("== log/uniform on standalone, costs 1/2", proc.stdout)
+        self.assertIn("FAIL: OVER-ADMISSION: 3 permits in one rolling window, limit 2", proc.stdout)
+        proc = self.audit(
+            "--runs", "log:uniform", "--windows", "1", "--costs", "1,2", "--limit", "3"
+        )
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn('"costs":{"alpha":1,"beta":2}', proc.stdout)
+        # Without --costs every call costs 1.
+        proc = self.audit("--runs", "log:uniform", "--windows", "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual({r["cost"] for r in self.loads().values()}, {1})
+        self.assertNotIn('"costs"', proc.stdout)
+
     def test_multi_on_clocks_a_window_apart_is_refused(self):
         proc = self.audit("--runs", "multi:uniform", "--skew-ms", "400")
         self.assertEqual(proc.returncode, 2)
@@ -331,6 +355,10 @@ class Drivers(unittest.TestCase):
             ["--buckets", "0"],
             ["--skew-ms", "-1"],
             ["--skew-ms", "3600001"],
+            ["--costs", "0"],
+            ["--costs", "1,3"],
+            ["--costs", "1,x"],
+            ["--costs", ""],
         ):
             proc = self.audit(*args)
             self.assertEqual(proc.returncode, 2, args)

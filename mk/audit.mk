@@ -7,7 +7,9 @@
 #                      # and Cluster with a failover one window in; then
 #                      # log, bucketed window and a policy of several
 #                      # limits on caller clocks skewed over ±50 ms
-#                      # (issue 12), standalone and Cluster
+#                      # (issue 12), standalone and Cluster; the deny
+#                      # cache; then mixed costs (AUDIT_COSTS permits a
+#                      # call), on server time with a failover, and skewed
 #   make test-audit    # short (part of make test): the log, then the
 #                      # bucketed window, uniform, 3 windows, standalone,
 #                      # Cluster, Cluster + failover; then the bucketed
@@ -17,7 +19,10 @@
 #                      # clocks skewed ±200 ms, where keys go idle between
 #                      # admissions (the caller-time TTL margin, ~18 s);
 #                      # then a policy of several limits and the log with
-#                      # the local deny cache on, standalone and Cluster
+#                      # the local deny cache on, standalone and Cluster;
+#                      # then the bucketed window and a policy of several
+#                      # limits with mixed costs (1, 2, 3 and 5 permits a
+#                      # call), standalone and Cluster
 #   make bench-flood   # the deny cache's figure: Redis calls per attempt
 #                      # in a denial flood (audit/flood), 10x and 100x
 #   make conformance-cluster
@@ -27,6 +32,7 @@ AUDIT_WINDOWS ?= 9
 AUDIT_RUNS ?= log:uniform,log:burst,bucketed:uniform,bucketed:burst,counter:uniform,counter:burst,multi:uniform,multi:burst
 AUDIT_DRIVERS ?=
 AUDIT_SKEW_MS ?= 50
+AUDIT_COSTS ?= 1,2,3,5
 AUDIT_DRIVER_FLAG = $(if $(AUDIT_DRIVERS),--drivers $(AUDIT_DRIVERS))
 
 TEST_TARGETS += test-audit conformance-cluster
@@ -47,6 +53,8 @@ test-audit: audit-deps
 		--targets standalone --runs log:uniform,bucketed:uniform --out .tmp/audit-short-sparse
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 4 $(AUDIT_DRIVER_FLAG) --deny-cache --jitter-ms 20 \
 		--targets standalone,cluster --runs multi:uniform,log:uniform --out .tmp/audit-short-cache
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --costs $(AUDIT_COSTS) \
+		--targets standalone,cluster --runs bucketed:uniform,multi:uniform --out .tmp/audit-short-costs
 
 audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
@@ -57,6 +65,12 @@ audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
 		--deny-cache --jitter-ms 20 --targets standalone,cluster,cluster-failover --runs log:burst,multi:uniform \
 		--out .tmp/audit-cache
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
+		--costs $(AUDIT_COSTS) --targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:burst,multi:uniform \
+		--out .tmp/audit-costs
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
+		--costs $(AUDIT_COSTS) --skew-ms $(AUDIT_SKEW_MS) --targets standalone,cluster --runs log:uniform,bucketed:uniform \
+		--out .tmp/audit-costs
 
 bench-flood: audit-deps
 	scripts/with-redis.sh audit/flood $(AUDIT_DRIVER_FLAG) --factor 10
