@@ -35,17 +35,28 @@ def max_in_window(times_ms: Sequence[float], window_ms: float) -> tuple[int, flo
     return best, at
 
 
-def earliest_schedule(arrivals_ms: Sequence[float], limit: int, window_ms: float) -> list[float]:
+def earliest_schedule(
+    arrivals_ms: Sequence[float],
+    limit: int,
+    window_ms: float,
+    also: Sequence[tuple[int, float]] = (),
+) -> list[float]:
     """The earliest time each job could run, in arrival order, if nothing but
     the budget held it back: job i runs at its arrival, or once the job
-    `limit` places before it has left the window, whichever is later. No
-    schedule that keeps every rolling window at or under the limit runs the
-    n-th job earlier (by induction on n)."""
-    if limit < 1:
-        raise ValueError(f"limit must be at least 1, got {limit}")
+    `limit` places before it has left the window, whichever is later; with
+    `also` (more (limit, window_ms) pairs, a budget of several limits) the
+    latest of those times over every limit. No schedule that keeps every
+    rolling window of every limit at or under its limit runs the n-th job
+    earlier (by induction on n)."""
+    limits = [(limit, window_ms), *also]
+    if any(n < 1 for n, _ in limits):
+        raise ValueError(f"limit must be at least 1, got {min(n for n, _ in limits)}")
     runs: list[float] = []
     for i, arrival in enumerate(sorted(arrivals_ms)):
-        t = arrival if i < limit else max(arrival, runs[i - limit] + window_ms)
+        t = arrival
+        for n, window in limits:
+            if i >= n:
+                t = max(t, runs[i - n] + window)
         runs.append(t)
     return runs
 

@@ -2,11 +2,15 @@
 """A fake geocoding provider that enforces its own budget, like the real one.
 
     e2e/provider.py --port 8080 --limit 600 --window-ms 60000 --log requests.jsonl
+                    [--also=-multi:150:10000]
 
 GET /geocode?address=...  with the API key in the X-Api-Key header (or the
 `key` query parameter). Per API key, it counts the requests it answered 200
 in the exact rolling window (t - window, t]; a request that would make that
 count exceed the limit is answered 429 (and does not count, as providers do).
+With --also=SUFFIX:LIMIT:WINDOW_MS (the `=` lets SUFFIX start with -), keys
+ending in SUFFIX are held to a second limit as well ("150 per 10 s and 600
+per minute"): a request passes only if it fits both.
 Every request is appended to the log as one JSON line: key, arrival ms (wall
 clock, float), status, and the caller's X-Job-Id, X-System and X-Sent-Ms
 (when the caller sent it, wall ms) headers.
@@ -29,24 +33,43 @@ from urllib.parse import parse_qs, urlsplit
 
 
 class Budget:
-    """Per-key exact rolling window of accepted requests."""
+    """Per-key exact rolling window of accepted requests; keys ending in
+    `also`'s suffix are held to its limit and window too."""
 
-    def __init__(self, limit: int, window_ms: float) -> None:
+    def __init__(
+        self, limit: int, window_ms: float, also: tuple[str, int, float] | None = None
+    ) -> None:
         self.limit = limit
         self.window_ms = window_ms
+        self.also = also
         self._accepted: dict[str, collections.deque[float]] = collections.defaultdict(
             collections.deque
         )
         self._lock = threading.Lock()
 
+    def limits(self, key: str) -> list[tuple[int, float]]:
+        """(limit, window_ms) of every window `key` is held to."""
+        out = [(self.limit, self.window_ms)]
+        if self.also is not None and key.endswith(self.also[0]):
+            out.append((self.also[1], self.also[2]))
+        return out
+
     def admit(self, key: str, now_ms: float) -> bool:
+        limits = self.limits(key)
+        longest = max(window for _, window in limits)
         with self._lock:
             log = self._accepted[key]
             # An entry at exactly now - window has left the window.
-            while log and log[0] <= now_ms - self.window_ms:
+            while log and log[0] <= now_ms - longest:
                 log.popleft()
-            if len(log) >= self.limit:
-                return False
+            for limit, window in limits:
+                inside = 0
+                for t in reversed(log):
+                    if t <= now_ms - window:
+                        break
+                    inside += 1
+                if inside >= limit:
+                    return False
             log.append(now_ms)
             return True
 
@@ -168,6 +191,21 @@ def positive(kind: Callable[[str], float], name: str) -> Callable[[str], float]:
     return parse
 
 
+def also_limit(text: str) -> tuple[str, int, float]:
+    """--also SUFFIX:LIMIT:WINDOW_MS."""
+    suffix, _, rest = text.partition(":")
+    limit, _, window = rest.partition(":")
+    try:
+        parsed = (suffix, int(limit), float(window))
+    except ValueError:
+        parsed = ("", 0, 0.0)
+    if not parsed[0] or parsed[1] <= 0 or parsed[2] <= 0:
+        raise argparse.ArgumentTypeError(
+            f"--also must be SUFFIX:LIMIT:WINDOW_MS with a positive limit and window, got {text!r}"
+        )
+    return parsed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -177,9 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--limit", type=positive(int, "--limit"), default=600)
     ap.add_argument("--window-ms", type=positive(float, "--window-ms"), default=60_000.0)
     ap.add_argument("--log", required=True, help="JSONL file to append every request to")
+    ap.add_argument(
+        "--also",
+        type=also_limit,
+        default=None,
+        help="SUFFIX:LIMIT:WINDOW_MS: keys ending in SUFFIX are held to this limit too",
+    )
     args = ap.parse_args(argv)
 
-    provider = Provider(Budget(args.limit, args.window_ms), args.log)
+    provider = Provider(Budget(args.limit, args.window_ms, args.also), args.log)
     # socketserver's listen backlog is 5: a burst of new connections would
     # overflow it and wait for the client's SYN retransmission (1 s), a delay
     # no provider of this kind imposes.

@@ -8,11 +8,14 @@ Sidekiq, Celery; e2e/<system>/) and a Prometheus server, feeds the jobs,
 waits until every job has completed, checks, queries Prometheus, draws one
 SVG per tenant, and stops everything it started, by pid.
 
-Each tenant has three API keys at the provider: <tenant>-log, spent through
-the sliding log, <tenant>-bucketed, spent through the bucketed window (both
-exact), and <tenant>-counter, spent through the sliding counter (the
-contrast), apart so that the counter's overshoot cannot eat an exact budget.
-Every job system works jobs of every key: all of them spend the same budgets.
+Each tenant has four API keys at the provider: <tenant>-log, spent through
+the sliding log, <tenant>-bucketed, spent through the bucketed window,
+<tenant>-multi, which the provider holds to a second, shorter limit too
+("15 per second and 60 per 6 s") and which is spent through a policy of
+both limits (all three exact), and <tenant>-counter, spent through the
+sliding counter (the contrast), apart so that the counter's overshoot cannot
+eat an exact budget. Every job system works jobs of every key: all of them
+spend the same budgets.
 """
 
 from __future__ import annotations
@@ -38,9 +41,15 @@ import analysis
 
 ROOT = Path(__file__).resolve().parent.parent
 SYSTEMS = ("river", "bullmq", "sidekiq", "celery")
-SHORT = {"log": "sliding_log", "bucketed": "bucketed_window", "counter": "sliding_counter"}
+# A key's suffix -> the job's alg (which limiter the workers put in front of it).
+SHORT = {
+    "log": "sliding_log",
+    "bucketed": "bucketed_window",
+    "multi": "multi",
+    "counter": "sliding_counter",
+}
 # Never more than the limit in any rolling window: asserted, not just reported.
-EXACT = ("sliding_log", "bucketed_window")
+EXACT = ("sliding_log", "bucketed_window", "multi")
 
 
 # --- a few Redis commands over RESP, so that this script needs only the standard library ---
@@ -187,6 +196,15 @@ def main(argv: list[str] | None = None) -> int:
         "--limit", type=int, default=60, help="provider's and limiter's budget per window"
     )
     ap.add_argument("--window-ms", type=int, default=6000)
+    ap.add_argument(
+        "--short-limit",
+        type=int,
+        default=None,
+        help="the provider's second limit on the -multi keys (default limit / 4)",
+    )
+    ap.add_argument(
+        "--short-window-ms", type=int, default=None, help="its window (default window / 6)"
+    )
     ap.add_argument("--tenants", type=int, default=4)
     ap.add_argument(
         "--steady-windows",
@@ -218,7 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "e2e/out"))
     ap.add_argument("--figures", default=None, help="also copy the SVGs to this directory")
     args = ap.parse_args(argv)
-    for name in ("limit", "window_ms", "tenants", "concurrency"):
+    if args.short_limit is None:
+        args.short_limit = max(1, args.limit // 4)
+    if args.short_window_ms is None:
+        args.short_window_ms = max(1, args.window_ms // 6)
+    for name in ("limit", "window_ms", "tenants", "concurrency", "short_limit", "short_window_ms"):
         if getattr(args, name) < 1:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.steady_windows < 0 or args.margin_ms < 0 or args.scrape_s <= 0:
@@ -286,6 +308,7 @@ def run(
             str(window),
             "--log",
             str(provider_log),
+            f"--also=-multi:{args.short_limit}:{args.short_window_ms}",
         ],
     )
     provider_url = f"http://127.0.0.1:{provider_port}"
@@ -301,6 +324,8 @@ def run(
         E2E_WINDOW_MS=str(window + args.margin_ms),
         E2E_JITTER_MS=str(jitter_ms),
         E2E_BUCKETS=str(args.buckets),
+        E2E_SHORT_LIMIT=str(args.short_limit),
+        E2E_SHORT_WINDOW_MS=str(args.short_window_ms + args.margin_ms),
         E2E_CONCURRENCY=str(args.concurrency),
     )
     for s in systems:
@@ -426,7 +451,8 @@ def run(
         r.pipeline(*batch)
     fed_s = time.monotonic() - started
     print(
-        f"e2e: fed {len(expected)} jobs ({len(keys)} keys, {limit} per {window} ms each, "
+        f"e2e: fed {len(expected)} jobs ({len(keys)} keys, {limit} per {window} ms each, the "
+        f"-multi keys also {args.short_limit} per {args.short_window_ms} ms, "
         f"burst at {burst_at - boundary:+.0f} ms from a window boundary)",
         flush=True,
     )
@@ -519,6 +545,8 @@ def run(
         margin_ms=args.margin_ms,
         jitter_ms=jitter_ms,
         buckets=args.buckets,
+        short_limit=args.short_limit,
+        short_window_ms=args.short_window_ms,
         failures=failures,
     )
     (out / "report.json").write_text(json.dumps(report, indent=2, default=list) + "\n")
@@ -597,8 +625,9 @@ def check_and_report(
         n429 = sum(1 for c in key_calls if c["status"] == 429)
         busiest, _ = analysis.max_in_window(ok, window)
         offered, _ = analysis.max_in_window(all_ms, window)
-        # The budget the workers were given: the limiter's window.
-        ideal = analysis.earliest_schedule(arrivals[key], limit, window + args.margin_ms)
+        # The budget the workers were given: the limiter's windows.
+        also = [(args.short_limit, args.short_window_ms + args.margin_ms)] if alg == "multi" else []
+        ideal = analysis.earliest_schedule(arrivals[key], limit, window + args.margin_ms, also)
         last = max(all_ms) if all_ms else float("nan")
         per_key[key] = {
             "algorithm": alg,
@@ -609,6 +638,20 @@ def check_and_report(
             "last_call_past_earliest_ms": round(last - ideal[-1]),
             "by_system": dict(Counter(c["system"] for c in key_calls)),
         }
+        if alg == "multi":
+            short_busiest, _ = analysis.max_in_window(ok, args.short_window_ms)
+            short_offered, _ = analysis.max_in_window(all_ms, args.short_window_ms)
+            per_key[key]["max_sent_in_short_window"] = short_offered
+            if short_offered > args.short_limit:
+                failures.append(
+                    f"{key}: {short_offered} requests reached the provider in one rolling "
+                    f"{args.short_window_ms} ms (short limit {args.short_limit})"
+                )
+            if short_busiest > args.short_limit:
+                failures.append(
+                    f"{key}: the provider's log holds {short_busiest} accepted in one rolling "
+                    f"{args.short_window_ms} ms (short limit {args.short_limit})"
+                )
         if alg in EXACT:
             if n429:
                 failures.append(
@@ -646,7 +689,11 @@ def check_and_report(
     origin = boundary - window
     end = max((c["ms"] for c in calls), default=origin) + window
     step = max(window / 60, 10)
-    panels = {"sliding log": "log", f"bucketed window ({args.buckets} buckets)": "bucketed"}
+    panels = {
+        "sliding log": "log",
+        f"bucketed window ({args.buckets} buckets)": "bucketed",
+        f"two limits (also {args.short_limit} per {args.short_window_ms / 1000:g} s)": "multi",
+    }
     for t in range(1, args.tenants + 1):
         series = {
             label: {
@@ -684,9 +731,12 @@ def print_report(report: dict[str, Any]) -> None:
         f"\n{'key':<12} {'alg':<16} {'calls':>6} {'429':>5} {'max in window':>14} {'last past earliest':>19}"
     )
     for key, k in report["keys"].items():
+        # A policy of two limits: the busiest short window too.
+        short = k.get("max_sent_in_short_window")
+        busiest = f"{k['max_sent_in_window']}" + ("" if short is None else f" ({short} short)")
         print(
             f"{key:<12} {k['algorithm']:<16} {k['calls']:>6} {k['provider_429']:>5} "
-            f"{k['max_sent_in_window']:>14} {k['last_call_past_earliest_ms'] / 1000:>17.2f} s"
+            f"{busiest:>14} {k['last_call_past_earliest_ms'] / 1000:>17.2f} s"
         )
     print(
         "\nleft in the queues' own sets: "

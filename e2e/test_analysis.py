@@ -38,6 +38,22 @@ class EarliestSchedule(unittest.TestCase):
     def test_limit_must_be_positive(self) -> None:
         with self.assertRaisesRegex(ValueError, "limit"):
             analysis.earliest_schedule([0], 0, 1000)
+        with self.assertRaisesRegex(ValueError, "limit"):
+            analysis.earliest_schedule([0], 2, 1000, also=[(0, 100)])
+
+    def test_several_limits_take_the_latest_of_their_times(self) -> None:
+        # 4 per 1,000 ms and 2 per 100 ms: pairs 100 ms apart until the
+        # long limit holds the fifth job back to 1,000.
+        runs = analysis.earliest_schedule([0] * 6, 4, 1000, also=[(2, 100)])
+        self.assertEqual(runs, [0, 0, 100, 100, 1000, 1000])
+        arrivals = [i * 37 % 3000 for i in range(200)]
+        runs = analysis.earliest_schedule(arrivals, 7, 1000, also=[(3, 200)])
+        self.assertLessEqual(analysis.max_in_window(runs, 1000)[0], 7)
+        self.assertLessEqual(analysis.max_in_window(runs, 200)[0], 3)
+        # One job earlier anywhere would break a window: each run is forced.
+        for i in range(3, len(runs)):
+            forced = {runs[i - 7] + 1000 if i >= 7 else None, runs[i - 3] + 200}
+            self.assertTrue(runs[i] == sorted(arrivals)[i] or runs[i] in forced, i)
 
 
 class RollingCounts(unittest.TestCase):

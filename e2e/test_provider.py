@@ -1,5 +1,8 @@
 """The fake provider over real HTTP on loopback (make test-e2e-tools)."""
 
+import argparse
+import contextlib
+import io
 import json
 import tempfile
 import threading
@@ -78,6 +81,33 @@ class ProviderTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("X-Api-Key", json.loads(body)["error"])
         self.assertEqual(self.get("/nope")[0], 404)
+
+
+class TwoLimits(unittest.TestCase):
+    def test_a_suffixed_key_must_fit_both_windows(self) -> None:
+        # 4 per 1,000 ms, and keys ending in -multi also 2 per 100 ms
+        # (times given, no clock: the budget alone).
+        budget = provider.Budget(4, 1000, ("-multi", 2, 100))
+        self.assertEqual(budget.limits("t-log"), [(4, 1000)])
+        self.assertEqual(budget.limits("t-multi"), [(4, 1000), (2, 100)])
+        multi = [budget.admit("t-multi", t) for t in (0, 10, 20, 100, 110, 150, 400, 500)]
+        # 20: a third in (-80, 20]; 100 (0 has left the short window) and
+        # 110 (10 has too) pass; 150: a third in (50, 150]; 400 and 500: the
+        # long window holds 0, 10, 100 and 110 until 1,000.
+        self.assertEqual(multi, [True, True, False, True, True, False, False, False])
+        self.assertTrue(budget.admit("t-multi", 1000.5))
+        # The same times on a key without the suffix: the long limit only.
+        plain = [budget.admit("t-log", t) for t in (0, 10, 20, 100, 110)]
+        self.assertEqual(plain, [True, True, True, True, False])
+
+    def test_also_is_parsed_and_checked(self) -> None:
+        with self.assertRaises(SystemExit) as e, contextlib.redirect_stderr(io.StringIO()):
+            provider.main(["--log", "/dev/null", "--also=-multi:0:100"])
+        self.assertEqual(e.exception.code, 2)
+        self.assertEqual(provider.also_limit("-multi:150:10000"), ("-multi", 150, 10000.0))
+        for bad in ("-multi:0:100", "-multi:5", ":5:100", "-multi:x:100", "-multi:5:-1"):
+            with self.assertRaises(argparse.ArgumentTypeError, msg=bad):
+                provider.also_limit(bad)
 
 
 class Arguments(unittest.TestCase):

@@ -37,11 +37,24 @@ async function main() {
   const feedConn = new Redis(url, { maxRetriesPerRequest: null });
   const registry = new prom.Registry();
   const metrics = new Metrics({ registry, tenantLabel: true });
-  const processors = {};
+  const specs = {};
   for (const algorithm of ['sliding_log', 'bucketed_window', 'sliding_counter']) {
-    const spec = { ...policy, algorithm, ...(algorithm in buckets ? { buckets: buckets[algorithm] } : {}) };
+    specs[algorithm] = { ...policy, algorithm, ...(algorithm in buckets ? { buckets: buckets[algorithm] } : {}) };
+  }
+  // The provider's two limits, checked and recorded together: the short one
+  // as a log, the long one as a bucketed window.
+  specs.multi = {
+    namespace: policy.namespace,
+    resource: policy.resource,
+    limits: [
+      { algorithm: 'sliding_log', limit: intEnv('E2E_SHORT_LIMIT'), windowMs: intEnv('E2E_SHORT_WINDOW_MS') },
+      { algorithm: 'bucketed_window', limit: policy.limit, windowMs: policy.windowMs, buckets: buckets.bucketed_window },
+    ],
+  };
+  const processors = {};
+  for (const [alg, spec] of Object.entries(specs)) {
     const limiter = new Limiter(connection, spec, { metrics });
-    processors[algorithm] = rateLimited(limiter, (job) => geocode(job), {
+    processors[alg] = rateLimited(limiter, (job) => geocode(job), {
       tenant: (job) => job.data.tenant,
       jitterMs,
       maxDeferrals: 100000,

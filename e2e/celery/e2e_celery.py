@@ -22,7 +22,7 @@ import prometheus_client
 import redis
 from celery import Celery, Task
 from celery.signals import worker_ready
-from slidelimit import Algorithm, Limiter, Policy
+from slidelimit import Algorithm, Limit, Limiter, Policy
 from slidelimit.celery import DEFERRALS_HEADER, rate_limited
 from slidelimit.metrics import PrometheusMetrics
 
@@ -32,6 +32,8 @@ LIMIT = int(os.environ["E2E_LIMIT"])
 WINDOW_MS = int(os.environ["E2E_WINDOW_MS"])
 JITTER_MS = int(os.environ["E2E_JITTER_MS"])
 BUCKETS = int(os.environ["E2E_BUCKETS"])
+SHORT_LIMIT = int(os.environ["E2E_SHORT_LIMIT"])
+SHORT_WINDOW_MS = int(os.environ["E2E_SHORT_WINDOW_MS"])
 
 # The broker in a database of its own, apart from the limiter's keys.
 app = Celery("e2e", broker=REDIS_URL.rstrip("/") + "/1")
@@ -50,6 +52,20 @@ def limiter(algorithm: Algorithm) -> Limiter:
     # Buckets only for the bucketed window: core refuses them with another algorithm.
     buckets = BUCKETS if algorithm is Algorithm.BUCKETED_WINDOW else None
     policy = Policy("rl", "geocode", algorithm, limit=LIMIT, window_ms=WINDOW_MS, buckets=buckets)
+    return Limiter.from_url(REDIS_URL, policy, metrics=metrics, timeout_ms=1000)
+
+
+def multi_limiter() -> Limiter:
+    # The provider's two limits, checked and recorded together: the short one
+    # as a log, the long one as a bucketed window.
+    policy = Policy(
+        "rl",
+        "geocode",
+        limits=[
+            Limit(Algorithm.SLIDING_LOG, SHORT_LIMIT, SHORT_WINDOW_MS),
+            Limit(Algorithm.BUCKETED_WINDOW, LIMIT, WINDOW_MS, buckets=BUCKETS),
+        ],
+    )
     return Limiter.from_url(REDIS_URL, policy, metrics=metrics, timeout_ms=1000)
 
 
@@ -118,11 +134,23 @@ def geocode_counter(self: Task, job_id: str, tenant: str, alg: str) -> None:
     geocode(self, job_id, tenant, alg)
 
 
+@app.task(bind=True, acks_late=True, max_retries=5, name="e2e.geocode_multi")
+@rate_limited(
+    multi_limiter,
+    tenant=lambda job_id, tenant, alg: tenant,
+    jitter_ms=JITTER_MS,
+    max_deferrals=100_000,
+)
+def geocode_multi(self: Task, job_id: str, tenant: str, alg: str) -> None:
+    geocode(self, job_id, tenant, alg)
+
+
 # One task per limiter: rate_limited puts one gate in front of one task.
 TASKS = {
     "sliding_log": geocode_log,
     "bucketed_window": geocode_bucketed,
     "sliding_counter": geocode_counter,
+    "multi": geocode_multi,
 }
 
 

@@ -57,10 +57,19 @@ type BucketedArgs GeocodeArgs
 // Kind names the job for River.
 func (BucketedArgs) Kind() string { return "e2e_geocode_bucketed" }
 
+// MultiArgs is the same job under a policy of two limits (the provider's two).
+type MultiArgs GeocodeArgs
+
+// Kind names the job for River.
+func (MultiArgs) Kind() string { return "e2e_geocode_multi" }
+
+// multiAlg is the job's alg under the policy of two limits.
+const multiAlg = "multi"
+
 type env struct {
 	redisURL, dbURL, providerURL string
-	limit, buckets               uint64
-	window, jitter               time.Duration
+	limit, buckets, shortLimit   uint64
+	window, jitter, shortWindow  time.Duration
 	metricsPort, concurrency     int
 }
 
@@ -85,7 +94,13 @@ func getenv() (env, error) {
 	if e.buckets, err = strconv.ParseUint(os.Getenv("E2E_BUCKETS"), 10, 64); err != nil {
 		return e, fmt.Errorf("E2E_BUCKETS: %w", err)
 	}
-	for name, dst := range map[string]*time.Duration{"E2E_WINDOW_MS": &e.window, "E2E_JITTER_MS": &e.jitter} {
+	if e.shortLimit, err = strconv.ParseUint(os.Getenv("E2E_SHORT_LIMIT"), 10, 64); err != nil {
+		return e, fmt.Errorf("E2E_SHORT_LIMIT: %w", err)
+	}
+	durations := map[string]*time.Duration{
+		"E2E_WINDOW_MS": &e.window, "E2E_JITTER_MS": &e.jitter, "E2E_SHORT_WINDOW_MS": &e.shortWindow,
+	}
+	for name, dst := range durations {
 		ms, err := strconv.ParseUint(os.Getenv(name), 10, 64)
 		if err != nil {
 			return e, fmt.Errorf("%s: %w", name, err)
@@ -163,6 +178,15 @@ func (w bucketedWorker) Work(ctx context.Context, job *river.Job[BucketedArgs]) 
 	return w.g.call(ctx, GeocodeArgs(job.Args), job.Attempt, snoozes(job.Metadata))
 }
 
+type multiWorker struct {
+	river.WorkerDefaults[MultiArgs]
+	g *geocoder
+}
+
+func (w multiWorker) Work(ctx context.Context, job *river.Job[MultiArgs]) error {
+	return w.g.call(ctx, GeocodeArgs(job.Args), job.Attempt, snoozes(job.Metadata))
+}
+
 func main() {
 	if err := run(); err != nil {
 		log.Fatal(err)
@@ -205,6 +229,16 @@ func run() error {
 		defer l.Close()
 		limiters[alg] = l
 	}
+	// The provider's two limits, checked and recorded together: the short
+	// one as a log, the long one as a bucketed window.
+	multi, err := slidelimit.New(rdb, slidelimit.Policy{Namespace: "rl", Resource: "geocode", Limits: []slidelimit.Limit{
+		{Algorithm: slidelimit.SlidingLog, Limit: e.shortLimit, Window: e.shortWindow},
+		{Algorithm: slidelimit.BucketedWindow, Limit: e.limit, Window: e.window, Buckets: e.buckets},
+	}}, slidelimit.WithObserver(metrics))
+	if err != nil {
+		return err
+	}
+	defer multi.Close()
 	srv := &http.Server{Addr: fmt.Sprintf("127.0.0.1:%d", e.metricsPort),
 		Handler: promhttp.HandlerFor(registry, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
@@ -235,6 +269,9 @@ func run() error {
 	river.AddWorker(workers, riverlimit.Wrap[BucketedArgs](bucketedWorker{g: g},
 		riverlimit.NewGate(limiters[slidelimit.BucketedWindow], riverlimit.WithMaxJitter(e.jitter)),
 		func(job *river.Job[BucketedArgs]) (string, uint64) { return job.Args.Tenant, 1 }))
+	river.AddWorker(workers, riverlimit.Wrap[MultiArgs](multiWorker{g: g},
+		riverlimit.NewGate(multi, riverlimit.WithMaxJitter(e.jitter)),
+		func(job *river.Job[MultiArgs]) (string, uint64) { return job.Args.Tenant, 1 }))
 	river.AddWorker(workers, riverlimit.Wrap[CounterArgs](counterWorker{g: g},
 		riverlimit.NewGate(limiters[slidelimit.SlidingCounter], riverlimit.WithMaxJitter(e.jitter)),
 		func(job *river.Job[CounterArgs]) (string, uint64) { return job.Args.Tenant, 1 }))
@@ -279,11 +316,13 @@ func feed(ctx context.Context, rdb *redis.Client, client *river.Client[pgx.Tx]) 
 			return fmt.Errorf("feed: %w", err)
 		}
 		var args river.JobArgs = a
-		switch slidelimit.Algorithm(a.Alg) {
-		case slidelimit.SlidingCounter:
+		switch a.Alg {
+		case string(slidelimit.SlidingCounter):
 			args = CounterArgs(a)
-		case slidelimit.BucketedWindow:
+		case string(slidelimit.BucketedWindow):
 			args = BucketedArgs(a)
+		case multiAlg:
+			args = MultiArgs(a)
 		}
 		if _, err := client.Insert(ctx, args, nil); err != nil {
 			return fmt.Errorf("insert: %w", err)

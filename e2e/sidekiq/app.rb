@@ -30,7 +30,7 @@ module E2E
 
   # Job class per algorithm: one limiter (middleware gate) per class.
   CLASSES = { "sliding_log" => "E2E::LogGeocode", "bucketed_window" => "E2E::BucketedGeocode",
-              "sliding_counter" => "E2E::CounterGeocode" }.freeze
+              "sliding_counter" => "E2E::CounterGeocode", "multi" => "E2E::MultiGeocode" }.freeze
 
   def self.limiter(algorithm, buckets: nil)
     # Buckets only for the bucketed window: core refuses them with another algorithm.
@@ -38,6 +38,19 @@ module E2E
     policy = Slidelimit::Policy.new(namespace: "rl", resource: "geocode", algorithm: algorithm,
                                     limit: Integer(ENV.fetch("E2E_LIMIT")),
                                     window_ms: Integer(ENV.fetch("E2E_WINDOW_MS")), **extra)
+    Slidelimit::Limiter.new(Slidelimit.redis(url: REDIS_URL), policy, metrics: METRICS)
+  end
+
+  # The provider's two limits, checked and recorded together: the short one
+  # as a log, the long one as a bucketed window.
+  def self.multi_limiter
+    policy = Slidelimit::Policy.new(namespace: "rl", resource: "geocode", limits: [
+      Slidelimit::Limit.new(limit: Integer(ENV.fetch("E2E_SHORT_LIMIT")),
+                            window_ms: Integer(ENV.fetch("E2E_SHORT_WINDOW_MS"))),
+      Slidelimit::Limit.new(algorithm: :bucketed_window, limit: Integer(ENV.fetch("E2E_LIMIT")),
+                            window_ms: Integer(ENV.fetch("E2E_WINDOW_MS")),
+                            buckets: Integer(ENV.fetch("E2E_BUCKETS")))
+    ])
     Slidelimit::Limiter.new(Slidelimit.redis(url: REDIS_URL), policy, metrics: METRICS)
   end
 
@@ -119,6 +132,18 @@ module E2E
     sidekiq_options retry: 5
     slidelimit limiter: E2E.limiter("bucketed_window", buckets: Integer(ENV.fetch("E2E_BUCKETS"))),
                tenant: ->(job) { job["args"][1] }, jitter_ms: JITTER_MS, max_deferrals: 100_000
+
+    def perform(_id, _tenant, _alg)
+      E2E.geocode(Thread.current[:e2e_job])
+    end
+  end
+
+  class MultiGeocode
+    include Sidekiq::Worker
+    include Slidelimit::Sidekiq::Limited
+    sidekiq_options retry: 5
+    slidelimit limiter: E2E.multi_limiter, tenant: ->(job) { job["args"][1] },
+               jitter_ms: JITTER_MS, max_deferrals: 100_000
 
     def perform(_id, _tenant, _alg)
       E2E.geocode(Thread.current[:e2e_job])
