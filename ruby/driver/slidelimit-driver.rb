@@ -223,6 +223,12 @@ module SlidelimitDriver
     end
 
     warm(store, concurrency)
+    # More callers than the pool has clients: connection_pool hands a client
+    # back to whichever thread asks first, and the caller that gave it back
+    # asks again at once, so without a yield between calls the same few
+    # callers keep the clients and the rest wait out the pool's 5 s timeout
+    # (docs/ruby.md, "Connection pools").
+    crowded = store[:pool] && concurrency > store[:pool_size]
     threads = Array.new(concurrency) do
       Thread.new do
         rng = Random.new
@@ -249,6 +255,7 @@ module SlidelimitDriver
             { "lang" => lang, "error" => "raised #{e.class}" }
           end
           lines << line
+          Thread.pass if crowded
           sleep_ms(rng.rand(0..jitter_ms))
         end
         lines
