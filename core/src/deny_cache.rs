@@ -111,8 +111,15 @@ impl DenyCache {
 
     /// Notes what Redis answered an acquire of `cost` by `tenant` at
     /// monotonic time `now_ms`: a denial is cached (replacing the tenant's
-    /// entry); an admission drops the entry, since the tenant's state moved.
+    /// entry). An admission of a cost below the cached one drops the entry:
+    /// the count grew, so its retry may now come too early. One of the same
+    /// or a higher cost leaves it: no such acquire passes within the cached
+    /// retry, so Redis ran it before the cached denial (both were in flight),
+    /// which already counted it.
     pub fn record(&mut self, tenant: &str, cost: u64, decision: &Decision, now_ms: u64) {
+        if decision.allowed && self.entries.get(tenant).is_some_and(|e| cost >= e.cost) {
+            return;
+        }
         self.forget(tenant);
         if decision.allowed || decision.retry_after_ms == 0 {
             return;
@@ -193,13 +200,22 @@ mod tests {
     }
 
     #[test]
-    fn an_admission_or_a_reset_drops_the_entry() {
+    fn a_lower_cost_admission_or_a_reset_drops_the_entry() {
         let mut c = DenyCache::new(4).unwrap();
-        c.record("t", 1, &denial(500, 500, 0), 0);
+        c.record("t", 2, &denial(500, 500, 0), 0);
         let mut allowed = denial(0, 500, 0);
         allowed.allowed = true;
-        c.record("t", 1, &allowed, 10);
-        assert_eq!(c.check("t", 1, 10), None);
+        // An admission of cost 2 or more came from Redis before the denial:
+        // the denial stands.
+        c.record("t", 2, &allowed, 10);
+        c.record("t", 3, &allowed, 10);
+        assert_eq!(c.check("t", 2, 20).unwrap().retry_after_ms, 480);
+        // Cost 1 may pass after it, and then the count grew: dropped.
+        c.record("t", 1, &allowed, 30);
+        assert_eq!(c.check("t", 2, 30), None);
+        // An admission with no entry caches nothing.
+        c.record("t", 2, &allowed, 40);
+        assert!(c.is_empty());
         c.record("t", 1, &denial(500, 500, 0), 0);
         c.forget("t");
         assert_eq!(c.check("t", 1, 10), None);

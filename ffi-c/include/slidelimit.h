@@ -655,7 +655,9 @@ slidelimit_result slidelimit_deny_cache_check(const struct slidelimit_deny_cache
 /**
  * Tells the cache what Redis answered an acquire of `cost` by `tenant` at
  * `mono_ms` (call it after every server-time acquire that reached Redis):
- * a denial is cached, an admission drops the tenant's entry. The decision
+ * a denial is cached, an admission of a lower cost than the cached
+ * denial's drops the tenant's entry (one of the same or a higher cost
+ * leaves it: docs/protocol.md, "Local deny cache"). The decision
  * comes as its fields; `denied_by` is -1 for none.
  */
 slidelimit_result slidelimit_deny_cache_record(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len, uint64_t cost, bool allowed, uint64_t remaining, uint64_t retry_after_ms, uint64_t reset_after_ms, uint64_t now_ms, int32_t denied_by, uint64_t mono_ms);

@@ -100,7 +100,9 @@ pub unsafe extern "C" fn slidelimit_deny_cache_check(
 
 /// Tells the cache what Redis answered an acquire of `cost` by `tenant` at
 /// `mono_ms` (call it after every server-time acquire that reached Redis):
-/// a denial is cached, an admission drops the tenant's entry. The decision
+/// a denial is cached, an admission of a lower cost than the cached
+/// denial's drops the tenant's entry (one of the same or a higher cost
+/// leaves it: docs/protocol.md, "Local deny cache"). The decision
 /// comes as its fields; `denied_by` is -1 for none.
 #[no_mangle]
 #[allow(clippy::too_many_arguments)] // The C signature.

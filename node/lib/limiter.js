@@ -476,7 +476,7 @@ class Limiter {
         try {
           decision = this.#parse(reply);
           // Every Redis answer to an acquire on server time goes to the cache
-          // (an admission only drops an entry: nothing to do while it is empty).
+          // (an admission at most drops an entry: nothing to do while it is empty).
           if (cache !== null && (!decision.allowed || this.#denied > 0)) {
             this.#denied = cache.record(
               tenant,
