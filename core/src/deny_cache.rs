@@ -117,11 +117,14 @@ impl DenyCache {
     /// retry, so Redis ran it before the cached denial (both were in flight),
     /// which already counted it.
     pub fn record(&mut self, tenant: &str, cost: u64, decision: &Decision, now_ms: u64) {
-        if decision.allowed && self.entries.get(tenant).is_some_and(|e| cost >= e.cost) {
+        if decision.allowed {
+            if self.entries.get(tenant).is_some_and(|e| cost < e.cost) {
+                self.forget(tenant);
+            }
             return;
         }
         self.forget(tenant);
-        if decision.allowed || decision.retry_after_ms == 0 {
+        if decision.retry_after_ms == 0 {
             return;
         }
         while self.entries.len() >= self.capacity {
