@@ -41,8 +41,9 @@ failed, when a decision is inconsistent (allowed with a retry hint, denied
 without one), when a language made no attempt or got no permit (the latter
 only when the run admitted at least MIN_PERMITS_PER_LANGUAGE = 50 per
 language: fewer cannot go round, and a language left out is then printed as
-a note), or when the whole run never filled a window (the audit then proved
-nothing). With
+a note; with mixed costs only the languages of the smallest cost, as a
+larger cost can be starved by smaller ones, docs/protocol.md), or when the
+whole run never filled a window (the audit then proved nothing). With
 --report-only (the sliding counter, which is approximate by design) only
 errors, inconsistent lines and idle languages fail; the overshoot is reported.
 With --max-errors E (a run with a Cluster failover) a language may surface
@@ -141,10 +142,12 @@ def read_logs(paths, window_ms=None, costs=None):
     return langs
 
 
-def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, smallest_cost=1):
+def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, costs=None):
     """Prints the table; returns (problems, summary). With recorded, the
     counts are of the recorded times (see --recorded). Counts are of
-    permits; a window is filled once smallest_cost no longer fits."""
+    permits (costs: language -> permits per admission, default 1 each); a
+    window is filled once the smallest cost no longer fits."""
+    smallest_cost = min(costs.values()) if costs else 1
     problems = []
 
     def times(lang):
@@ -218,11 +221,21 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, sm
     # the run had too few permits to go round (a limit of 1, say).
     # Admitted calls, not permits: with mixed costs a call of cost 5 is one
     # chance at the budget, not five.
+    # A language of a cost above the smallest may go without: permits come
+    # free one expiry at a time, and callers of the smallest cost take each
+    # one before a larger cost fits (docs/protocol.md: no reservation for a
+    # large request). The smallest cost's languages show every driver calls.
     admitted = sum(lang.admitted for lang in langs.values())
     enough = admitted >= MIN_PERMITS_PER_LANGUAGE * len(langs)
     for name in idle:
-        if enough:
+        cost = costs.get(name, 1) if costs else 1
+        if enough and cost == smallest_cost:
             problems.append(f"{name}: no permit admitted: this language took no part in the run")
+        elif enough:
+            print(
+                f"note: {name}: no permit admitted; reported, not failed: its cost of {cost} "
+                f"competes with callers of cost {smallest_cost}, which take each permit that frees first"
+            )
         else:
             print(
                 f"note: {name}: no permit admitted; reported, not failed: the run admitted "
@@ -300,7 +313,7 @@ def main(argv):
         args.report_only,
         args.max_errors,
         args.recorded,
-        min(costs.values()) if costs else 1,
+        costs,
     )
     if costs:
         summary["costs"] = costs

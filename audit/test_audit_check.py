@@ -126,6 +126,21 @@ class Check(unittest.TestCase):
         self.assertEqual(summary["largest_rolling"], 6)
         self.assertIn("the run admitted 100 calls for 3 languages", out)
 
+    def test_with_mixed_costs_only_the_smallest_cost_must_get_a_permit(self):
+        # 150 admissions of cost 1 (rust, go) and none of node's cost 3:
+        # enough to go round, but the cost-1 callers take each permit first.
+        lines = [line("rust" if i % 2 else "go", True, 50 * i) for i in range(150)]
+        lines += [line("node", False, 50 * i + 1) for i in range(150)]
+        costs = ["--cost", "rust=1", "--cost", "go=1", "--cost", "node=3"]
+        status, out, _ = self.run_check(lines, *costs)
+        self.assertEqual(status, 0, out)
+        self.assertIn("note: node: no permit admitted; reported, not failed: its cost of 3", out)
+        # A language of the smallest cost with none fails as ever.
+        costs = ["--cost", "rust=3", "--cost", "go=3", "--cost", "node=1"]
+        status, out, _ = self.run_check(lines, "--limit", "6", *costs)
+        self.assertEqual(status, 1, out)
+        self.assertIn("node: no permit admitted: this language took no part in the run", out)
+
     def test_errors_within_the_failover_bound_pass_and_beyond_it_fail(self):
         lines = [
             line("rust", True, 0),

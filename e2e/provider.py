@@ -22,6 +22,7 @@ format. Standard library only; one thread per connection.
 from __future__ import annotations
 
 import argparse
+import bisect
 import collections
 import json
 import sys
@@ -63,11 +64,10 @@ class Budget:
             while log and log[0] <= now_ms - longest:
                 log.popleft()
             for limit, window in limits:
-                inside = 0
-                for t in reversed(log):
-                    if t <= now_ms - window:
-                        break
-                    inside += 1
+                # The log is in arrival order (times taken under the
+                # provider's lock), so a window's count is one bisection; the
+                # longest window's is the whole log, trimmed just above.
+                inside = len(log) - bisect.bisect_right(log, now_ms - window)
                 if inside >= limit:
                     return False
             log.append(now_ms)

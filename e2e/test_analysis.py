@@ -1,8 +1,13 @@
 """Unit tests of the e2e run's checks and pictures (make test-e2e-tools)."""
 
+import sys
 import unittest
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
+# By path too (python3 -m unittest e2e/test_analysis.py): the modules under test are
+# this folder's, which is on sys.path only under `unittest discover -s e2e`.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import analysis
 
 

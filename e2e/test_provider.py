@@ -4,6 +4,7 @@ import argparse
 import contextlib
 import io
 import json
+import sys
 import tempfile
 import threading
 import time
@@ -13,6 +14,9 @@ import urllib.request
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
+# By path too (python3 -m unittest e2e/test_provider.py): the modules under test are
+# this folder's, which is on sys.path only under `unittest discover -s e2e`.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 import provider
 
 
