@@ -13,6 +13,8 @@ must make some scenario FAIL, or the scenario's checks prove nothing.
       wrong-field       invalid_argument names another field
       errors-as-script-error  every error code becomes script_error
       double-count      every acquire_at is sent twice (the second's reply dropped)
+      deny-from-reply   a deny cache of its own that counts a denial's retry
+                        from when the reply came, not from when the call left
 """
 
 import json
@@ -90,9 +92,18 @@ def wrap(name, mutation):
             sys.exit(f"fake_driver: drivers/{name} is gone")
         return json.loads(line)
 
+    held: dict = {}
+    held_until = 0.0
     for line in sys.stdin:
         req = json.loads(line)
+        acquire = req.get("op") == "acquire"
+        if mutation == "deny-from-reply" and acquire and time.monotonic() < held_until:
+            left = max(1, round((held_until - time.monotonic()) * 1000))
+            out({**held, "retry_after_ms": left})
+            continue
         reply = call(req)
+        if mutation == "deny-from-reply" and acquire and reply.get("allowed") is False:
+            held, held_until = reply, time.monotonic() + reply["retry_after_ms"] / 1000
         if mutation == "double-count" and req.get("op") == "acquire_at":
             call(req)
         error = reply.get("error")

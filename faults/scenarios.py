@@ -438,6 +438,47 @@ def slow(ctx):
     expect_keys_expire(ctx, server.client(), "slow")
 
 
+def deny_cache_slow_reply(ctx):
+    """The deny cache counts a denial's retry from when the call was sent,
+    not from when its reply came back (docs/protocol.md, "Local deny
+    cache"): Redis denied somewhere in between, so only the send time keeps
+    a cached wait from outlasting Redis's. Through a proxy that holds each
+    direction 300 ms, a denial's reply lands 600 ms after its call left;
+    100 ms after Redis frees the permit, a cache that counted from the
+    reply would still deny for another 200 ms."""
+    server = ctx.redis()
+    proxy = ctx.own(SlowProxy(server.port))
+    window, delay = 1500, 300
+    policy = _policy("slowcache", "sliding_log", 1, window) | {"deny_cache": True}
+    d = ctx.driver()
+    d.limiter(_redis(proxy.url, 3000), policy)
+    first = expect_decision(
+        ctx, d.req(op="acquire", tenant="t"), "the one permit, fast link", allowed=True
+    )
+    if first is None:
+        return
+    proxy.delay_ms = delay
+    denied, ms = d.timed(op="acquire", tenant="t")
+    if expect_decision(ctx, denied, f"through a {2 * delay} ms round trip", allowed=False):
+        ctx.check(ms >= 2 * delay, f"denied by Redis in {ms:.0f} ms through the slow link")
+    # Answered in-process: a call to Redis would take 600 ms.
+    local, ms = d.timed(op="acquire", tenant="t")
+    if expect_decision(ctx, local, "right after the denial", allowed=False):
+        ctx.check(ms < delay, f"denied in {ms:.0f} ms: the cached denial, not Redis")
+    proxy.delay_ms = 0
+    # Redis admits again at the first permit's now_ms + window (its TIME is
+    # this machine's clock).
+    free_at = first["now_ms"] + window + 100
+    time.sleep(max(0.0, free_at / 1000 - time.time()))
+    expect_decision(
+        ctx,
+        d.req(op="acquire", tenant="t"),
+        "100 ms after Redis frees the permit (a wait counted from the slow reply ends 200 ms later)",
+        allowed=True,
+    )
+    expect_keys_expire(ctx, server.client(), "slowcache")
+
+
 # ------------------------------------------------------------- wrong type
 
 
@@ -879,6 +920,7 @@ SCENARIOS = {
     "unreachable": unreachable,
     "hanging": hanging,
     "slow": slow,
+    "deny_cache_slow_reply": deny_cache_slow_reply,
     "wrong_type": wrong_type,
     "acl": acl,
     "tls": tls,

@@ -72,6 +72,7 @@ class BrokenDriversFail(unittest.TestCase):
             "wrong_type",
             "acl",
             "bad_input",
+            "deny_cache_slow_reply",
         ]
         passed, log = grid(f"{BASE}+none", wrapped("none"), scenarios)
         self.assertEqual([s for s, ok in passed.items() if not ok], [], log)
@@ -86,6 +87,9 @@ class BrokenDriversFail(unittest.TestCase):
         self.assertFails(
             "unavailable-as-denial", ["restart_between_calls", "unreachable", "hanging"]
         )
+
+    def test_a_deny_cache_counting_from_the_reply(self):
+        self.assertFails("deny-from-reply", ["deny_cache_slow_reply"])
 
     def test_unavailable_after_the_timeout(self):
         self.assertFails("late-unavailable", ["unreachable", "hanging"])

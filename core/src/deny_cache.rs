@@ -109,9 +109,12 @@ impl DenyCache {
         })
     }
 
-    /// Notes what Redis answered an acquire of `cost` by `tenant` at
-    /// monotonic time `now_ms`: a denial is cached (replacing the tenant's
-    /// entry). An admission of a cost below the cached one drops the entry:
+    /// Notes what Redis answered an acquire of `cost` by `tenant` sent at
+    /// monotonic time `now_ms`: the time taken before the call (the one
+    /// given to `check`), not when the reply came. Redis decided somewhere in
+    /// between, so a retry counted from the send never outlasts Redis's,
+    /// while one counted from a slow reply would deny past it. A denial is
+    /// cached (replacing the tenant's entry). An admission of a cost below the cached one drops the entry:
     /// the count grew, so its retry may now come too early. One of the same
     /// or a higher cost leaves it: no such acquire passes within the cached
     /// retry, so Redis ran it before the cached denial (both were in flight),

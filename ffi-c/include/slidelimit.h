@@ -653,8 +653,11 @@ void slidelimit_deny_cache_free(struct slidelimit_deny_cache *cache);
 slidelimit_result slidelimit_deny_cache_check(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len, uint64_t cost, uint64_t mono_ms, bool *out_hit, struct slidelimit_decision *out_decision);
 
 /**
- * Tells the cache what Redis answered an acquire of `cost` by `tenant` at
- * `mono_ms` (call it after every server-time acquire that reached Redis):
+ * Tells the cache what Redis answered an acquire of `cost` by `tenant`
+ * sent at `mono_ms`, the monotonic time taken before the call (the one
+ * given to `slidelimit_deny_cache_check`), not when the reply came: Redis
+ * decided in between, so the cached wait never outlasts Redis's (call it
+ * after every server-time acquire that reached Redis):
  * a denial is cached, an admission of a lower cost than the cached
  * denial's drops the tenant's entry (one of the same or a higher cost
  * leaves it: docs/protocol.md, "Local deny cache"). The decision

@@ -98,8 +98,11 @@ pub unsafe extern "C" fn slidelimit_deny_cache_check(
     })
 }
 
-/// Tells the cache what Redis answered an acquire of `cost` by `tenant` at
-/// `mono_ms` (call it after every server-time acquire that reached Redis):
+/// Tells the cache what Redis answered an acquire of `cost` by `tenant`
+/// sent at `mono_ms`, the monotonic time taken before the call (the one
+/// given to `slidelimit_deny_cache_check`), not when the reply came: Redis
+/// decided in between, so the cached wait never outlasts Redis's (call it
+/// after every server-time acquire that reached Redis):
 /// a denial is cached, an admission of a lower cost than the cached
 /// denial's drops the tenant's entry (one of the same or a higher cost
 /// leaves it: docs/protocol.md, "Local deny cache"). The decision

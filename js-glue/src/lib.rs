@@ -468,7 +468,8 @@ impl DenyCache {
     }
 
     /// Notes Redis's answer `decision` to an acquire of `cost` by `tenant`
-    /// (on server time), which arrived at `mono_ms`. Returns the tenants held.
+    /// (on server time) sent at `mono_ms`, taken before the call, not when
+    /// the reply came (`DenyCache::record`). Returns the tenants held.
     pub fn record(
         &mut self,
         tenant: &str,

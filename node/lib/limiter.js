@@ -447,10 +447,13 @@ class Limiter {
     // The deny cache serves acquires on server time only (after the call
     // was built: bad arguments are refused as without it).
     const cache = !peek && nowMs === undefined ? this.#denyCache : null;
+    // Taken before the call: Redis decides after it, so a denial's retry
+    // counted from here never outlasts Redis's (a slow reply would).
+    const sentMs = cache !== null ? monoNow() : 0;
     if (cache !== null && this.#denied > 0) {
       let local;
       try {
-        local = cache.check(tenant, cost, monoNow());
+        local = cache.check(tenant, cost, sentMs);
       } catch (e) {
         return Promise.reject(fromCore(e));
       }
@@ -487,7 +490,7 @@ class Limiter {
               decision.resetAfterMs,
               decision.nowMs,
               decision.deniedBy,
-              monoNow(),
+              sentMs,
             );
           }
         } catch (e) {

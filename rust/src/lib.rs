@@ -251,8 +251,11 @@ impl Limiter {
             (Mode::Acquire, None) => self.denials.as_deref(),
             _ => None,
         };
-        if let Some(denials) = denials {
-            let local = denials.lock().check(tenant, cost, denials.now_ms());
+        // Taken before the call: Redis decides after it, so a denial's retry
+        // counted from here never outlasts Redis's (a slow reply would).
+        let sent_ms = denials.map(|d| d.now_ms());
+        if let (Some(denials), Some(sent_ms)) = (denials, sent_ms) {
+            let local = denials.lock().check(tenant, cost, sent_ms);
             if let Some(decision) = local {
                 if let Some(metrics) = &self.options.metrics {
                     metrics.observe(self.policy.resource(), tenant, &decision, true);
@@ -270,10 +273,8 @@ impl Limiter {
             }
         };
         let decision = Decision::from_reply(&reply)?;
-        if let Some(denials) = denials {
-            denials
-                .lock()
-                .record(tenant, cost, &decision, denials.now_ms());
+        if let (Some(denials), Some(sent_ms)) = (denials, sent_ms) {
+            denials.lock().record(tenant, cost, &decision, sent_ms);
         }
         if let (Some(metrics), Mode::Acquire) = (&self.options.metrics, mode) {
             metrics.observe(self.policy.resource(), tenant, &decision, false);
