@@ -13,6 +13,7 @@ must make some scenario FAIL, or the scenario's checks prove nothing.
       wrong-field       invalid_argument names another field
       errors-as-script-error  every error code becomes script_error
       double-count      every acquire_at is sent twice (the second's reply dropped)
+      cache-off         every policy without the deny cache it asked for
       deny-from-reply   a deny cache of its own that counts a denial's retry
                         from when the reply came, not from when the call left
 """
@@ -97,6 +98,8 @@ def wrap(name, mutation):
     for line in sys.stdin:
         req = json.loads(line)
         acquire = req.get("op") == "acquire"
+        if mutation == "cache-off" and req.get("op") == "policy":
+            req["deny_cache"] = False
         if mutation == "deny-from-reply" and acquire and time.monotonic() < held_until:
             left = max(1, round((held_until - time.monotonic()) * 1000))
             out({**held, "retry_after_ms": left})

@@ -125,11 +125,16 @@ def short(request, n=160):
 
 
 def is_decision(reply):
+    """The driver's decision line (docs/driver.md): the five fields, and
+    `denied_by` last for a denial by a policy of several limits."""
+    if not isinstance(reply, dict):
+        return False
+    keys = list(reply)
+    several = keys == [*DECISION_KEYS, "denied_by"] and reply["allowed"] is False
     return (
-        isinstance(reply, dict)
-        and list(reply) == DECISION_KEYS
+        (keys == DECISION_KEYS or several)
         and isinstance(reply["allowed"], bool)
-        and all(type(reply[k]) is int and reply[k] >= 0 for k in DECISION_KEYS[1:])
+        and all(type(reply[k]) is int and reply[k] >= 0 for k in keys[1:])
     )
 
 

@@ -438,6 +438,73 @@ def slow(ctx):
     expect_keys_expire(ctx, server.client(), "slow")
 
 
+def deny_cache(ctx):
+    """The deny cache's rules (docs/protocol.md, "Local deny cache") in every
+    binding, each Redis call counted by INFO commandstats: after Redis denies
+    an acquire of cost c, acquires of cost >= c are denied in-process with
+    the retry counting down; a lower cost, a peek and a caller-time acquire
+    ask Redis; this limiter's reset drops the entry; a local denial of a
+    policy of several limits names the limit that denied."""
+    server = ctx.redis()
+    admin = server.client()
+    d = ctx.driver()
+
+    def script_calls():
+        stats = command_calls(admin)
+        return sum(stats.get(name, 0) for name in ("evalsha", "eval", "evalsha_ro", "eval_ro"))
+
+    def step(what, request, asks_redis, **want):
+        # A script's first call may be two (EVALSHA, NOSCRIPT, EVAL).
+        before = script_calls()
+        reply = expect_decision(ctx, d.req(**request), what, **want)
+        made = script_calls() - before
+        where = "asks Redis" if asks_redis else "is answered in-process"
+        ctx.check((made > 0) == asks_redis, f"{what}: {where}, but made {made} script call(s)")
+        return reply
+
+    d.limiter(_redis(server.url), _policy("cache", "sliding_log", 2, 60_000) | {"deny_cache": True})
+    acquire = {"op": "acquire", "tenant": "t"}
+    step("cost 2, the budget", {**acquire, "cost": 2}, True, allowed=True, remaining=0)
+    denied = step("cost 2 again, Redis denies", {**acquire, "cost": 2}, True, allowed=False)
+    time.sleep(0.05)
+    local = step(
+        "cost 2 within the retry", {**acquire, "cost": 2}, False, allowed=False, remaining=0
+    )
+    if denied and local:
+        ctx.check(
+            1 <= local["retry_after_ms"] <= denied["retry_after_ms"] - 40
+            and local["now_ms"] >= denied["now_ms"] + 40,
+            f"a local denial 50 ms later counts down: {local} after {denied}",
+        )
+    step("cost 1, below the cached cost", {**acquire, "cost": 1}, True, allowed=False)
+    step("cost 1 again, now cached", {**acquire, "cost": 1}, False, allowed=False)
+    step("cost 2, above the cached cost", {**acquire, "cost": 2}, False, allowed=False)
+    step("a peek", {"op": "peek", "tenant": "t", "cost": 2}, True, allowed=False)
+    if denied:
+        at = {"op": "acquire_at", "tenant": "t", "cost": 2, "now_ms": denied["now_ms"] + 1}
+        step("a caller-time acquire", at, True, allowed=False)
+    step("another tenant", {"op": "acquire", "tenant": "u", "cost": 2}, True, allowed=True)
+    d.ok("reset", op="reset", tenant="t")
+    step("after this limiter's reset", {**acquire, "cost": 2}, True, allowed=True, remaining=0)
+
+    limits = [
+        {"algorithm": "sliding_log", "limit": 1, "window_ms": 60_000},
+        {"algorithm": "bucketed_window", "limit": 5, "window_ms": 120_000, "buckets": 60},
+    ]
+    d.ok(
+        "policy",
+        op="policy",
+        namespace="cache",
+        resource="multi",
+        limits=limits,
+        deny_cache=True,
+    )
+    step("two limits: the first's one permit", acquire, True, allowed=True)
+    step("two limits: Redis denies", acquire, True, allowed=False, denied_by=0)
+    step("two limits: denied in-process", acquire, False, allowed=False, denied_by=0)
+    expect_keys_expire(ctx, admin, "deny_cache")
+
+
 def deny_cache_slow_reply(ctx):
     """The deny cache counts a denial's retry from when the call was sent,
     not from when its reply came back (docs/protocol.md, "Local deny
@@ -920,6 +987,7 @@ SCENARIOS = {
     "unreachable": unreachable,
     "hanging": hanging,
     "slow": slow,
+    "deny_cache": deny_cache,
     "deny_cache_slow_reply": deny_cache_slow_reply,
     "wrong_type": wrong_type,
     "acl": acl,

@@ -72,6 +72,7 @@ class BrokenDriversFail(unittest.TestCase):
             "wrong_type",
             "acl",
             "bad_input",
+            "deny_cache",
             "deny_cache_slow_reply",
         ]
         passed, log = grid(f"{BASE}+none", wrapped("none"), scenarios)
@@ -87,6 +88,9 @@ class BrokenDriversFail(unittest.TestCase):
         self.assertFails(
             "unavailable-as-denial", ["restart_between_calls", "unreachable", "hanging"]
         )
+
+    def test_a_limiter_without_its_deny_cache(self):
+        self.assertFails("cache-off", ["deny_cache", "deny_cache_slow_reply"])
 
     def test_a_deny_cache_counting_from_the_reply(self):
         self.assertFails("deny-from-reply", ["deny_cache_slow_reply"])
