@@ -444,7 +444,8 @@ def deny_cache(ctx):
     an acquire of cost c, acquires of cost >= c are denied in-process with
     the retry counting down; a lower cost, a peek and a caller-time acquire
     ask Redis; this limiter's reset drops the entry; a local denial of a
-    policy of several limits names the limit that denied."""
+    policy of several limits names the limit that denied, and its reset
+    deletes every limit's key and the entry."""
     server = ctx.redis()
     admin = server.client()
     d = ctx.driver()
@@ -490,6 +491,7 @@ def deny_cache(ctx):
     limits = [
         {"algorithm": "sliding_log", "limit": 1, "window_ms": 60_000},
         {"algorithm": "bucketed_window", "limit": 5, "window_ms": 120_000, "buckets": 60},
+        {"algorithm": "sliding_counter", "limit": 10, "window_ms": 30_000},
     ]
     d.ok(
         "policy",
@@ -499,10 +501,19 @@ def deny_cache(ctx):
         limits=limits,
         deny_cache=True,
     )
-    step("two limits: the first's one permit", acquire, True, allowed=True)
-    step("two limits: Redis denies", acquire, True, allowed=False, denied_by=0)
-    step("two limits: denied in-process", acquire, False, allowed=False, denied_by=0)
+    step("several limits: the first's one permit", acquire, True, allowed=True)
+    step("several limits: Redis denies", acquire, True, allowed=False, denied_by=0)
+    step("several limits: denied in-process", acquire, False, allowed=False, denied_by=0)
     expect_keys_expire(ctx, admin, "deny_cache")
+
+    def tenant_keys():
+        return sorted(k.decode() for k in admin.scan_all() if b"{multi:t}" in k)
+
+    held = tenant_keys()
+    ctx.check(len(held) == len(limits), f"one key per limit, got {held}")
+    d.ok("reset", op="reset", tenant="t")
+    ctx.check(not tenant_keys(), f"a reset of several limits left {tenant_keys()}")
+    step("several limits, after the reset", acquire, True, allowed=True)
 
 
 def deny_cache_slow_reply(ctx):
