@@ -247,14 +247,14 @@ impl Limiter {
         let call = self.policy.build_call(tenant, cost, now_ms, mode)?;
         // Only server-time acquires use the deny cache: a caller's time has
         // nothing to do with this process's clock.
-        let denials = match (mode, now_ms) {
-            (Mode::Acquire, None) => self.denials.as_deref(),
+        // The monotonic time is taken before the call: Redis decides after
+        // it, so a denial's retry counted from here never outlasts Redis's
+        // (counted from a slow reply it would).
+        let cache = match (mode, now_ms) {
+            (Mode::Acquire, None) => self.denials.as_deref().map(|d| (d, d.now_ms())),
             _ => None,
         };
-        // Taken before the call: Redis decides after it, so a denial's retry
-        // counted from here never outlasts Redis's (a slow reply would).
-        let sent_ms = denials.map(|d| d.now_ms());
-        if let (Some(denials), Some(sent_ms)) = (denials, sent_ms) {
+        if let Some((denials, sent_ms)) = cache {
             let local = denials.lock().check(tenant, cost, sent_ms);
             if let Some(decision) = local {
                 if let Some(metrics) = &self.options.metrics {
@@ -273,7 +273,7 @@ impl Limiter {
             }
         };
         let decision = Decision::from_reply(&reply)?;
-        if let (Some(denials), Some(sent_ms)) = (denials, sent_ms) {
+        if let Some((denials, sent_ms)) = cache {
             denials.lock().record(tenant, cost, &decision, sent_ms);
         }
         if let (Some(metrics), Mode::Acquire) = (&self.options.metrics, mode) {
