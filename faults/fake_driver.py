@@ -16,6 +16,7 @@ must make some scenario FAIL, or the scenario's checks prove nothing.
       cache-off         every policy without the deny cache it asked for
       deny-from-reply   a deny cache of its own that counts a denial's retry
                         from when the reply came, not from when the call left
+      malformed-as-denial   a malformed_reply error becomes a denial
 """
 
 import json
@@ -112,7 +113,10 @@ def wrap(name, mutation):
         error = reply.get("error")
         if mutation == "always-allowed" and "allowed" in reply:
             reply["allowed"], reply["retry_after_ms"] = True, 0
-        elif mutation == "unavailable-as-denial" and error == "unavailable":
+        elif (mutation, error) in (
+            ("unavailable-as-denial", "unavailable"),
+            ("malformed-as-denial", "malformed_reply"),
+        ):
             reply = decision(allowed=False, now=req.get("now_ms", 0))
         elif mutation == "late-unavailable" and error == "unavailable":
             time.sleep(1)

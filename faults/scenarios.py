@@ -29,7 +29,15 @@ from faults.lib import (
     wait_for_window,
 )
 from harness.resp import Redis, ReplyError
-from harness.servers import Certificates, ClosedPort, Silent, SlowProxy
+from harness.servers import (
+    NO_REWRITE,
+    Certificates,
+    ClosedPort,
+    ReplyRewriter,
+    Silent,
+    Simple,
+    SlowProxy,
+)
 
 
 def _policy(namespace, algorithm, limit, window_ms, resource="geocode"):
@@ -557,6 +565,113 @@ def deny_cache_slow_reply(ctx):
     expect_keys_expire(ctx, server.client(), "slowcache")
 
 
+# ------------------------------------------------------ malformed replies
+
+
+def malformed_reply(ctx):
+    """A script reply that is not one the policy's script sends is
+    malformed_reply in every binding (docs/protocol.md): never a decision,
+    never another code, one script call each, and nothing of it cached.
+    A proxy replaces what Redis answered to each script call (the script
+    still ran there), in the protocol the client chose. That includes a
+    reply that fits another policy: six integers for one limit, five for
+    several, a denying limit past the policy's last."""
+    server = ctx.redis()
+    proxy = ctx.own(ReplyRewriter(server.port))
+    d = ctx.driver()
+    now = now_ms()
+
+    def answered(what, substitute, request, check):
+        proxy.reply = substitute
+        before = proxy.rewritten
+        reply = d.req(**request)
+        proxy.reply = NO_REWRITE
+        made = proxy.rewritten - before
+        ctx.check(made == 1, f"{what}: {made} script replies replaced, want 1 (one call)")
+        return check(reply)
+
+    def refused(what, substitute, request):
+        return answered(
+            what,
+            substitute,
+            request,
+            lambda reply: (
+                expect_error(ctx, reply, what, "malformed_reply")
+                and ctx.check(reply.get("field") is None, f"{what}: field {reply.get('field')!r}")
+            ),
+        )
+
+    acquire = {"op": "acquire", "tenant": "t"}
+    # Enough permits that the calls Redis really ran never deny.
+    d.limiter(
+        _redis(proxy.url), _policy("malformed", "sliding_log", 100, 60_000) | {"deny_cache": True}
+    )
+    one_limit = {
+        "four integers": [1, 99, 0, 60_000],
+        "six integers, as from several limits": [0, 0, 250, 900, now, 1],
+        "allowed = 2": [2, 99, 0, 60_000, now],
+        "a negative remaining": [1, -1, 0, 60_000, now],
+        "remaining above 2^53": [1, 2**60, 0, 60_000, now],
+        "retry_after_ms above 2^53": [0, 0, 2**53 + 2, 60_000, now],
+        "an admission with a retry": [1, 99, 5, 60_000, now],
+        "a denial without a retry": [0, 0, 0, 60_000, now],
+        "an element of text": [1, b"99", 0, 60_000, now],
+        "a nil element": [1, None, 0, 60_000, now],
+        "a nested array": [1, [99], 0, 60_000, now],
+        "an empty array": [],
+        "a status reply": Simple("OK"),
+        "an integer": 1,
+        "nil": None,
+    }
+    for kind, substitute in one_limit.items():
+        refused(f"one limit, {kind}", substitute, acquire)
+    bogus_denial = one_limit["six integers, as from several limits"]
+    refused("one limit, six integers, a peek", bogus_denial, {"op": "peek", "tenant": "t"})
+    at = {"op": "acquire_at", "tenant": "t", "now_ms": now}
+    refused("one limit, six integers, a caller-time acquire", bogus_denial, at)
+    # The bogus denial was not cached: the next acquire asks Redis, which admits.
+    expect_decision(ctx, d.req(**acquire), "after the malformed denials", allowed=True)
+    answered(
+        "one limit, a well-formed denial",
+        [0, 0, 250, 900, now],
+        acquire,
+        lambda reply: expect_decision(
+            ctx,
+            reply,
+            "one limit, a well-formed denial",
+            allowed=False,
+            remaining=0,
+            retry_after_ms=250,
+            reset_after_ms=900,
+            now_ms=now,
+        ),
+    )
+    d.ok("reset", op="reset", tenant="t")
+
+    limits = [
+        {"algorithm": "sliding_log", "limit": 100, "window_ms": 1_000},
+        {"algorithm": "sliding_counter", "limit": 100, "window_ms": 60_000},
+    ]
+    d.ok("policy", op="policy", namespace="malformed", resource="multi", limits=limits)
+    for kind, substitute in {
+        "five integers, as from one limit": [0, 0, 250, 900, now],
+        "a denying limit past the last": [0, 0, 250, 900, now, 3],
+        "a denial naming no limit": [0, 0, 250, 900, now, 0],
+        "an admission naming a limit": [1, 5, 0, 900, now, 1],
+        "seven integers": [1, 5, 0, 900, now, 0, 0],
+    }.items():
+        refused(f"two limits, {kind}", substitute, acquire)
+    answered(
+        "two limits, a well-formed denial by the second",
+        [0, 0, 250, 900, now, 2],
+        acquire,
+        lambda reply: expect_decision(
+            ctx, reply, "two limits, a denial by the second", allowed=False, denied_by=1
+        ),
+    )
+    expect_keys_expire(ctx, server.client(), "malformed_reply")
+
+
 # ------------------------------------------------------------- wrong type
 
 
@@ -1000,6 +1115,7 @@ SCENARIOS = {
     "slow": slow,
     "deny_cache": deny_cache,
     "deny_cache_slow_reply": deny_cache_slow_reply,
+    "malformed_reply": malformed_reply,
     "wrong_type": wrong_type,
     "acl": acl,
     "tls": tls,

@@ -74,6 +74,7 @@ class BrokenDriversFail(unittest.TestCase):
             "bad_input",
             "deny_cache",
             "deny_cache_slow_reply",
+            "malformed_reply",
         ]
         passed, log = grid(f"{BASE}+none", wrapped("none"), scenarios)
         self.assertEqual([s for s, ok in passed.items() if not ok], [], log)
@@ -94,6 +95,9 @@ class BrokenDriversFail(unittest.TestCase):
 
     def test_a_deny_cache_counting_from_the_reply(self):
         self.assertFails("deny-from-reply", ["deny_cache_slow_reply"])
+
+    def test_a_malformed_reply_read_as_a_denial(self):
+        self.assertFails("malformed-as-denial", ["malformed_reply"])
 
     def test_unavailable_after_the_timeout(self):
         self.assertFails("late-unavailable", ["unreachable", "hanging"])

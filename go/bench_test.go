@@ -61,7 +61,7 @@ func BenchmarkCgoCheck(b *testing.B) {
 		if err != nil || len(call.keys) != 1 {
 			b.Fatal(err)
 		}
-		if _, err := parseReply(reply); err != nil {
+		if _, err := parseReply(reply, 1); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -85,7 +85,7 @@ func BenchmarkCheckParallel(b *testing.B) {
 				b.Error(err)
 				return
 			}
-			if _, err := parseReply(reply); err != nil {
+			if _, err := parseReply(reply, 1); err != nil {
 				b.Error(err)
 				return
 			}

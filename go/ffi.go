@@ -147,6 +147,9 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 // buckets are the effective bucket counts of the policy's limits, by core:
 // the count given or core's default for a bucketed window, 0 for the other
 // algorithms.
+// limitCount is how many limits the policy holds (the length of its reply).
+func (h *policyHandle) limitCount() int { return h.count }
+
 func (h *policyHandle) buckets() ([]uint64, error) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
@@ -325,15 +328,15 @@ type script struct {
 	text, sha1 string
 }
 
-// parseReply hands the script's integers to core.
-func parseReply(reply []int64) (Decision, error) {
+// parseReply hands the integers of a script for a policy of limits limits to core.
+func parseReply(reply []int64, limits int) (Decision, error) {
 	var d C.slidelimit_decision
 	var ptr *C.int64_t
 	if len(reply) > 0 {
 		ptr = (*C.int64_t)(unsafe.Pointer(&reply[0]))
 	}
 	run := func(msg *C.uint8_t, msgLen *C.size_t, field *C.slidelimit_field) C.slidelimit_result {
-		return C.slidelimit_decision_from_reply(ptr, C.size_t(len(reply)), &d, msg, msgCap, msgLen, field)
+		return C.slidelimit_decision_from_reply(ptr, C.size_t(len(reply)), C.size_t(limits), &d, msg, msgCap, msgLen, field)
 	}
 	r := run(nil, nil, nil)
 	if r != C.SLIDELIMIT_RESULT_OK {

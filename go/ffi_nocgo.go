@@ -464,6 +464,9 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 
 // in is the policy in instance in (locked by the caller), made there on its
 // first use.
+// limitCount is how many limits the policy holds (the length of its reply).
+func (h *policyHandle) limitCount() int { return len(h.specs) }
+
 func (h *policyHandle) in(in *instance) (uint64, error) {
 	if ptr := h.ptrs[in.id]; ptr != 0 {
 		return uint64(ptr), nil
@@ -778,8 +781,8 @@ type script struct {
 	text, sha1 string
 }
 
-// parseReply hands the script's integers to core.
-func parseReply(reply []int64) (Decision, error) {
+// parseReply hands the integers of a script for a policy of limits limits to core.
+func parseReply(reply []int64, limits int) (Decision, error) {
 	return with(func(in *instance) (Decision, error) {
 		var ptr uint64
 		if len(reply) > 0 {
@@ -801,7 +804,7 @@ func parseReply(reply []int64) (Decision, error) {
 			return Decision{}, err
 		}
 		mb, mc, ml, mf := m.args()
-		r, err := in.result(fnDecisionFromReply, ptr, uint64(len(reply)), d, mb, mc, ml, mf)
+		r, err := in.result(fnDecisionFromReply, ptr, uint64(len(reply)), uint64(limits), d, mb, mc, ml, mf)
 		if err != nil || r != resultOK {
 			return Decision{}, firstErr(err, in.failure(r, &m))
 		}

@@ -523,7 +523,7 @@ func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, no
 	if err != nil {
 		return Decision{}, err
 	}
-	return parseReply(ints)
+	return parseReply(ints, l.handle.limitCount())
 }
 
 // evalSha sends EVALSHA and, on NOSCRIPT (a restarted node, a failover, a

@@ -1,7 +1,8 @@
 """Servers for the harness, all on loopback, each stopped by its own pid or
 socket: redis-server processes in temp dirs (restartable on the same port),
 test certificates made with the openssl CLI, a TCP proxy that adds latency,
-a listener that never answers, and a port that refuses connections.
+a proxy that rewrites script replies, a listener that never answers, and a
+port that refuses connections.
 """
 
 import contextlib
@@ -265,6 +266,19 @@ class _Listener:
     def on_accept(self, conn):
         pass
 
+    def _connect_upstream(self, down, port):
+        """A connection to 127.0.0.1:port for the accepted `down`, closed
+        with the listener; None (and `down` closed) when refused."""
+        try:
+            up = socket.create_connection(("127.0.0.1", port), timeout=2)
+        except OSError:
+            down.close()
+            return None
+        up.settimeout(None)
+        with self.lock:
+            self.conns.append(up)
+        return up
+
     def close(self):
         with self.lock:
             self.closed = True
@@ -299,14 +313,9 @@ class SlowProxy(_Listener):
         super().__init__()
 
     def on_accept(self, down):
-        try:
-            up = socket.create_connection(("127.0.0.1", self.upstream), timeout=2)
-        except OSError:
-            down.close()
+        up = self._connect_upstream(down, self.upstream)
+        if up is None:
             return
-        up.settimeout(None)
-        with self.lock:
-            self.conns.append(up)
         for src, dst in ((down, up), (up, down)):
             chunks: queue.Queue[tuple[float, bytes]] = queue.Queue()
             threading.Thread(target=self._read, args=(src, chunks), daemon=True).start()
@@ -334,6 +343,166 @@ class SlowProxy(_Listener):
                 dst.sendall(data)
             except OSError:
                 return
+
+
+class _Incomplete(Exception):
+    """The buffer ends inside a RESP value: wait for more bytes."""
+
+
+def _resp_end(buf, at=0):
+    """Where the RESP2 or RESP3 value starting at buf[at] ends, or
+    _Incomplete. An attribute (`|`) is read with the value it annotates."""
+    line_end = buf.find(b"\r\n", at)
+    if line_end < 0:
+        raise _Incomplete
+    kind, head, end = buf[at : at + 1], buf[at + 1 : line_end], line_end + 2
+    if kind in b"+-:_,#(":
+        return end
+    if kind in b"$!=":
+        n = int(head)
+        if n < 0:
+            return end
+        if len(buf) < end + n + 2:
+            raise _Incomplete
+        return end + n + 2
+    if kind in b"*~>%|":
+        n = int(head)
+        count = 2 * n if kind in b"%|" else max(n, 0)
+        for _ in range(count):
+            end = _resp_end(buf, end)
+        return _resp_end(buf, end) if kind == b"|" else end
+    raise ConnectionError(f"not RESP: {bytes(buf[at : at + 16])!r}")
+
+
+def _command(buf):
+    """(arguments, end) of the command at the start of buf (clients send an
+    array of bulk strings), or _Incomplete."""
+    end = _resp_end(buf)
+    at = buf.find(b"\r\n") + 2
+    args = []
+    while at < end:
+        size_end = buf.find(b"\r\n", at)
+        n = int(buf[at + 1 : size_end])
+        args.append(bytes(buf[size_end + 2 : size_end + 2 + n]))
+        at = size_end + 2 + n + 2
+    return args, end
+
+
+class ReplyRewriter(_Listener):
+    """Forwards to 127.0.0.1:upstream and, while `reply` is set (a value for
+    resp_encode), answers every script call (EVALSHA, EVAL and their _RO
+    forms) that Redis ran with `reply` instead of what Redis sent, in the
+    protocol the connection chose (HELLO 3: RESP3). An error reply (NOSCRIPT,
+    a script's own error) passes unchanged, and so does everything else: the
+    client's handshake and the script's writes are Redis's own. `rewritten`
+    counts the replies replaced. (No push messages: nothing here subscribes
+    or tracks keys.)"""
+
+    SCRIPT_CALLS = frozenset({b"EVALSHA", b"EVAL", b"EVALSHA_RO", b"EVAL_RO"})
+
+    def __init__(self, upstream):
+        self.upstream = upstream
+        self.reply = NO_REWRITE
+        self.rewritten = 0
+        super().__init__()
+
+    def on_accept(self, down):
+        up = self._connect_upstream(down, self.upstream)
+        if up is None:
+            return
+        # Redis answers in order: each command's name, oldest first, and the
+        # protocol a HELLO asked for.
+        sent: queue.Queue[tuple[bytes, bytes | None]] = queue.Queue()
+        threading.Thread(target=self._commands, args=(down, up, sent), daemon=True).start()
+        threading.Thread(target=self._replies, args=(up, down, sent), daemon=True).start()
+
+    @staticmethod
+    def _pump(src, dst, split):
+        """Reads src, cuts it into whole RESP values with split(buf) ->
+        (end, bytes to send) and sends those to dst, until either side closes."""
+        buf = bytearray()
+        while True:
+            try:
+                data = src.recv(16384)
+            except OSError:
+                data = b""
+            if not data:
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
+                return
+            buf += data
+            out = bytearray()
+            while buf:
+                try:
+                    end, chunk = split(buf)
+                except _Incomplete:
+                    break
+                out += chunk
+                del buf[:end]
+            try:
+                dst.sendall(out)
+            except OSError:
+                return
+
+    def _commands(self, down, up, sent):
+        def split(buf):
+            args, end = _command(buf)
+            name = args[0].upper() if args else b""
+            # HELLO's protocol, if it names one.
+            version = args[1] if name == b"HELLO" and len(args) > 1 and args[1].isdigit() else None
+            sent.put((name, version))  # before Redis can see it, so before its reply
+            return end, bytes(buf[:end])
+
+        self._pump(down, up, split)
+
+    def _replies(self, up, down, sent):
+        resp3 = False
+
+        def split(buf):
+            nonlocal resp3
+            end = _resp_end(buf)
+            original = bytes(buf[:end])
+            name, version = sent.get(timeout=10)
+            failed = original[:1] in b"-!"
+            if version is not None and not failed:
+                resp3 = version == b"3"
+            substitute = self.reply
+            if name in self.SCRIPT_CALLS and substitute is not NO_REWRITE and not failed:
+                self.rewritten += 1
+                return end, resp_encode(substitute, resp3)
+            return end, original
+
+        self._pump(up, down, split)
+
+
+NO_REWRITE = object()
+
+
+class Simple:
+    """A RESP simple string (`+OK`) for resp_encode."""
+
+    def __init__(self, text):
+        self.text = text
+
+
+def resp_encode(value, resp3=False):
+    """The RESP bytes of a reply as Redis would send it: int, bytes or str
+    (a bulk string), None (nil: `_` in RESP3), a list (an array of these), or
+    Simple("OK") (a status line)."""
+    if isinstance(value, bool):
+        raise TypeError("a script reply has no bool; use 0 or 1")
+    if isinstance(value, int):
+        return b":%d\r\n" % value
+    if isinstance(value, Simple):
+        return b"+%s\r\n" % value.text.encode()
+    if isinstance(value, (bytes, str)):
+        data = value if isinstance(value, bytes) else value.encode()
+        return b"$%d\r\n%s\r\n" % (len(data), data)
+    if value is None:
+        return b"_\r\n" if resp3 else b"$-1\r\n"
+    if isinstance(value, list):
+        return b"*%d\r\n" % len(value) + b"".join(resp_encode(v, resp3) for v in value)
+    raise TypeError(f"no RESP form for {value!r}")
 
 
 class ClosedPort:

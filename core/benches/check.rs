@@ -89,7 +89,7 @@ fn check(c: &mut Criterion<ThreadCpuTime>) {
                     .build_call(black_box("tenant-17"), 1, None, Mode::Acquire)
                     .unwrap();
                 black_box(&call);
-                Decision::from_reply(black_box(&ALLOWED)).unwrap()
+                Decision::from_reply(black_box(&ALLOWED), 1).unwrap()
             })
         });
         // The embedded engine (no Redis): a full 600-entry log or a counter in
@@ -105,7 +105,7 @@ fn check(c: &mut Criterion<ThreadCpuTime>) {
     }
     for (name, reply) in [("allowed", ALLOWED), ("denied", DENIED)] {
         group.bench_function(BenchmarkId::new("from_reply", name), |b| {
-            b.iter(|| Decision::from_reply(black_box(&reply)).unwrap())
+            b.iter(|| Decision::from_reply(black_box(&reply), 1).unwrap())
         });
     }
     // A tenant that needs escaping takes the slow path of key building.
@@ -131,7 +131,7 @@ fn check_wall(c: &mut Criterion) {
                         .build_call(black_box("tenant-17"), 1, None, Mode::Acquire)
                         .unwrap();
                     black_box(&call);
-                    Decision::from_reply(black_box(&ALLOWED)).unwrap()
+                    Decision::from_reply(black_box(&ALLOWED), 1).unwrap()
                 })
             },
         );

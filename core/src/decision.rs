@@ -46,25 +46,57 @@ fn malformed(why: impl std::fmt::Display) -> Error {
     )
 }
 
+/// How many integers the script of a policy of `limits` limits replies with.
+fn reply_len(limits: usize) -> Result<usize> {
+    match limits {
+        1 => Ok(REPLY_LEN),
+        2..=MAX_LIMITS => Ok(MULTI_REPLY_LEN),
+        _ => Err(Error::invalid(
+            "limits",
+            format!("a policy holds 1 to {MAX_LIMITS} limits, not {limits}"),
+        )),
+    }
+}
+
+fn check_length(len: usize, limits: usize) -> Result<()> {
+    let expected = reply_len(limits)?;
+    if len != expected {
+        let plural = if limits > 1 { "s" } else { "" };
+        return Err(malformed(format!(
+            "has {len} elements where a policy of {limits} limit{plural} replies with {expected}"
+        )));
+    }
+    Ok(())
+}
+
 impl Decision {
-    /// Parses a script reply given as plain integers: five, or six from a
-    /// policy of several limits. Anything that is not a consistent reply is
-    /// `malformed_reply`, never a panic.
-    pub fn from_reply(reply: &[i64]) -> Result<Decision> {
-        let ([allowed, remaining, retry, reset, now], position) = match reply {
-            [a, b, c, d, e] => ([*a, *b, *c, *d, *e], None),
-            [a, b, c, d, e, f] => ([*a, *b, *c, *d, *e], Some(*f)),
-            _ => return Err(malformed(format!("has {} elements", reply.len()))),
-        };
+    /// Parses the reply of a script for a policy of `limits` limits, given
+    /// as plain integers: five for one limit, six for several, the sixth
+    /// naming one of those `limits` (or 0 when allowed). Anything that is not
+    /// such a reply is `malformed_reply`, never a panic: a reply that fits
+    /// another policy (a sixth element for one limit, a position past the
+    /// policy's last limit) included, so no caller ever reads a `denied_by`
+    /// its policy does not have. `limits` outside 1..=[`MAX_LIMITS`] is
+    /// `invalid_argument` naming `limits`.
+    pub fn from_reply(reply: &[i64], limits: usize) -> Result<Decision> {
+        check_length(reply.len(), limits)?;
+        let [allowed, remaining, retry, reset, now] =
+            [reply[0], reply[1], reply[2], reply[3], reply[4]];
         let allowed = match allowed {
             0 => false,
             1 => true,
             other => return Err(malformed(format!("has allowed = {other}"))),
         };
+        // No script replies with a field above 2^53 (limit * window_ms is at
+        // most 2^52), and JavaScript could not hold one exactly: every binding
+        // refuses it alike.
         let non_negative = |name: &str, v: i64| -> Result<u64> {
-            u64::try_from(v).map_err(|_| malformed(format!("has {name} = {v}")))
+            u64::try_from(v)
+                .ok()
+                .filter(|&n| n <= MAX_SAFE as u64)
+                .ok_or_else(|| malformed(format!("has {name} = {v}")))
         };
-        let d = Decision {
+        let mut d = Decision {
             allowed,
             remaining: non_negative("remaining", remaining)?,
             retry_after_ms: non_negative("retry_after_ms", retry)?,
@@ -72,14 +104,17 @@ impl Decision {
             now_ms: non_negative("now_ms", now)?,
             denied_by: None,
         };
-        let mut d = d;
-        if let Some(position) = position {
+        if let Some(&position) = reply.get(REPLY_LEN) {
             match (d.allowed, position) {
                 (true, 0) => {}
-                (false, p) if (1..=MAX_LIMITS as i64).contains(&p) => {
+                (false, p) if (1..=limits as i64).contains(&p) => {
                     d.denied_by = Some((p - 1) as u32);
                 }
-                (_, p) => return Err(malformed(format!("has denied_by = {p}"))),
+                (_, p) => {
+                    return Err(malformed(format!(
+                        "has denied_by = {p} from a policy of {limits} limits"
+                    )))
+                }
             }
         }
         if d.allowed && d.retry_after_ms != 0 {
@@ -95,8 +130,9 @@ impl Decision {
     /// numbers, through the napi addon or the wasm build; an element that was
     /// no number at all arrives as NaN). An element that is not an exact
     /// integer of at most 2^53 is `malformed_reply`, as is anything
-    /// [`Decision::from_reply`] refuses.
-    pub fn from_f64_reply(reply: &[f64]) -> Result<Decision> {
+    /// [`Decision::from_reply`] refuses for a policy of `limits` limits.
+    pub fn from_f64_reply(reply: &[f64], limits: usize) -> Result<Decision> {
+        reply_len(limits)?;
         let mut ints = [0i64; MULTI_REPLY_LEN];
         for (i, &v) in reply.iter().enumerate() {
             if !(v.is_finite() && v.fract() == 0.0 && v.abs() <= MAX_SAFE) {
@@ -110,10 +146,8 @@ impl Decision {
                 *slot = v as i64;
             }
         }
-        if reply.len() != REPLY_LEN && reply.len() != MULTI_REPLY_LEN {
-            return Err(malformed(format!("has {} elements", reply.len())));
-        }
-        Decision::from_reply(&ints[..reply.len()])
+        check_length(reply.len(), limits)?;
+        Decision::from_reply(&ints[..reply.len()], limits)
     }
 
     /// [`Decision::to_reply`] as doubles (allowed as 0 or 1), for carriers
@@ -150,52 +184,96 @@ mod tests {
 
     #[test]
     fn parses_allowed_and_denied() {
-        let d = Decision::from_reply(&[1, 2, 0, 1000, 5000]).unwrap();
+        let d = Decision::from_reply(&[1, 2, 0, 1000, 5000], 1).unwrap();
         assert!(d.allowed);
         assert_eq!((d.remaining, d.reset_after_ms, d.now_ms), (2, 1000, 5000));
         assert_eq!(d.to_reply(1), [1, 2, 0, 1000, 5000]);
         assert_eq!(d.denied_by, None);
-        let d = Decision::from_reply(&[0, 0, 250, 900, 5000]).unwrap();
+        let d = Decision::from_reply(&[0, 0, 250, 900, 5000], 1).unwrap();
         assert!(!d.allowed);
         assert_eq!(d.retry_after_ms, 250);
         // Several limits: the sixth is the denying limit's 1-based position.
-        let d = Decision::from_reply(&[0, 0, 250, 900, 5000, 2]).unwrap();
+        let d = Decision::from_reply(&[0, 0, 250, 900, 5000, 2], 2).unwrap();
         assert_eq!(d.denied_by, Some(1));
         assert_eq!(d.to_reply(2), [0, 0, 250, 900, 5000, 2]);
-        let d = Decision::from_reply(&[1, 3, 0, 900, 5000, 0]).unwrap();
+        let d = Decision::from_reply(&[0, 0, 250, 900, 5000, 8], MAX_LIMITS).unwrap();
+        assert_eq!(d.denied_by, Some(7));
+        let d = Decision::from_reply(&[1, 3, 0, 900, 5000, 0], 3).unwrap();
         assert_eq!((d.allowed, d.denied_by), (true, None));
         assert_eq!(d.to_reply(3), [1, 3, 0, 900, 5000, 0]);
     }
 
     #[test]
     fn rejects_malformed_replies() {
-        for bad in [
-            &[][..],
-            &[1, 2, 0, 1000][..],
-            &[1, 2, 0, 1000, 5, 6][..],
-            &[1, 2, 0, 1000, 5, 0, 0][..],
-            &[0, 2, 5, 1000, 5, 0][..],
-            &[0, 2, 5, 1000, 5, 9][..],
-            &[0, 2, 5, 1000, 5, -1][..],
-            &[2, 0, 0, 0, 0][..],
-            &[1, -1, 0, 0, 0][..],
-            &[1, 0, 5, 0, 0][..],
-            &[0, 0, 0, 0, 0][..],
-            &[0, 0, 1, i64::MIN, 0][..],
+        for (bad, limits) in [
+            (&[][..], 1),
+            (&[1, 2, 0, 1000][..], 1),
+            (&[1, 2, 0, 1000][..], 2),
+            (&[1, 2, 0, 1000, 5, 6][..], 2),
+            (&[1, 2, 0, 1000, 5, 0, 0][..], 2),
+            (&[0, 2, 5, 1000, 5, 0][..], 2),
+            (&[0, 2, 5, 1000, 5, 9][..], MAX_LIMITS),
+            (&[0, 2, 5, 1000, 5, -1][..], 2),
+            (&[2, 0, 0, 0, 0][..], 1),
+            (&[1, -1, 0, 0, 0][..], 1),
+            (&[1, 0, 5, 0, 0][..], 1),
+            (&[0, 0, 0, 0, 0][..], 1),
+            (&[0, 0, 1, i64::MIN, 0][..], 1),
+            (&[1, 1 << 60, 0, 0, 0][..], 1),
+            (&[0, 0, (1 << 53) + 2, 0, 0][..], 1),
+            (&[1, 0, 0, 0, i64::MAX][..], 1),
+            // A reply that fits another policy: a sixth element for one
+            // limit, five for several, a position past the policy's last.
+            (&[1, 2, 0, 1000, 5, 0][..], 1),
+            (&[0, 2, 5, 1000, 5, 1][..], 1),
+            (&[1, 2, 0, 1000, 5][..], 2),
+            (&[0, 2, 5, 1000, 5][..], 3),
+            (&[0, 2, 5, 1000, 5, 3][..], 2),
+            (&[0, 2, 5, 1000, 5, 4][..], 3),
         ] {
-            let e = Decision::from_reply(bad).unwrap_err();
-            assert_eq!(e.code(), ErrorCode::MalformedReply, "{bad:?}");
+            let e = Decision::from_reply(bad, limits).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::MalformedReply, "{bad:?} of {limits}");
             let doubles: Vec<f64> = bad.iter().map(|&n| n as f64).collect();
-            let e = Decision::from_f64_reply(&doubles).unwrap_err();
-            assert_eq!(e.code(), ErrorCode::MalformedReply, "{bad:?}");
+            let e = Decision::from_f64_reply(&doubles, limits).unwrap_err();
+            assert_eq!(e.code(), ErrorCode::MalformedReply, "{bad:?} of {limits}");
+        }
+        let e = Decision::from_reply(&[1, 2, 0, 1000, 5, 0], 1).unwrap_err();
+        assert!(
+            e.message().starts_with(
+                "script reply has 6 elements where a policy of 1 limit replies with 5"
+            ),
+            "{e}"
+        );
+        let e = Decision::from_reply(&[0, 2, 5, 1000, 5, 4], 3).unwrap_err();
+        assert!(
+            e.message()
+                .starts_with("script reply has denied_by = 4 from a policy of 3 limits"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn limits_out_of_range_is_invalid_argument() {
+        for limits in [0, MAX_LIMITS + 1, usize::MAX] {
+            for e in [
+                Decision::from_reply(&[1, 2, 0, 1000, 5000], limits).unwrap_err(),
+                Decision::from_f64_reply(&[1.0, 2.0, 0.0, 1000.0, 5000.0], limits).unwrap_err(),
+            ] {
+                assert_eq!(e.code(), ErrorCode::InvalidArgument);
+                assert_eq!(e.field(), Some("limits"));
+                assert!(e.message().contains("1 to 8"), "{e}");
+            }
         }
     }
 
     #[test]
     fn doubles_parse_like_integers() {
         let reply = [0.0, 3.0, 250.0, 900.0, 9_007_199_254_740_992.0];
-        let d = Decision::from_f64_reply(&reply).unwrap();
-        assert_eq!(d, Decision::from_reply(&reply.map(|n| n as i64)).unwrap());
+        let d = Decision::from_f64_reply(&reply, 1).unwrap();
+        assert_eq!(
+            d,
+            Decision::from_reply(&reply.map(|n| n as i64), 1).unwrap()
+        );
         assert_eq!(d.to_f64_reply(1), reply);
         for (bad, element) in [
             ([1.0, 2.0, 0.0, f64::NAN, 5.0], 3),
@@ -203,7 +281,7 @@ mod tests {
             ([1.0, f64::INFINITY, 0.0, 1.0, 5.0], 1),
             ([1.0, 2.0, 0.0, 1.0, 2.0 * 9_007_199_254_740_992.0], 4),
         ] {
-            let e = Decision::from_f64_reply(&bad).unwrap_err();
+            let e = Decision::from_f64_reply(&bad, 1).unwrap_err();
             assert_eq!(e.code(), ErrorCode::MalformedReply);
             assert_eq!(
                 e.message(),
@@ -211,7 +289,7 @@ mod tests {
             );
         }
         // Elements are checked before the length, as a carrier hands them over.
-        let e = Decision::from_f64_reply(&[f64::NAN]).unwrap_err();
+        let e = Decision::from_f64_reply(&[f64::NAN], 1).unwrap_err();
         assert!(e.message().contains("element 0"), "{e}");
     }
 }

@@ -226,7 +226,7 @@ impl MemoryEngine {
         mode: Mode,
     ) -> Result<Decision> {
         let call = policy.build_call(tenant, cost, now_ms, mode)?;
-        Decision::from_reply(&self.eval(&call, clock_ms)?)
+        Decision::from_reply(&self.eval(&call, clock_ms)?, policy.limits().len())
     }
 
     /// Acquire `cost` permits for `tenant` at `now_ms`, with `now_ms` as the

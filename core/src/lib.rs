@@ -14,8 +14,8 @@
 //! let call = policy.build_call("tenant-17", 1, None, Mode::Acquire)?;
 //! assert_eq!(call.keys, ["rl:{geocode:tenant-17}:log:60000"]);
 //! // A binding sends EVALSHA call.script.sha1() with call.keys and call.args,
-//! // then parses the five integers it gets back:
-//! let decision = Decision::from_reply(&[1, 599, 0, 60_000, 1_764_475_200_000])?;
+//! // then parses the five integers it gets back (six for several limits):
+//! let decision = Decision::from_reply(&[1, 599, 0, 60_000, 1_764_475_200_000], policy.limits().len())?;
 //! assert!(decision.allowed);
 //! # Ok::<(), slidelimit_core::Error>(())
 //! ```

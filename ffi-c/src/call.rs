@@ -422,14 +422,19 @@ pub unsafe extern "C" fn slidelimit_call_info(
 // ---------------------------------------------------------------------------
 // Replies and server errors.
 
-/// Parses a script reply, given as its integers (`reply` may be NULL when
-/// `reply_len` is 0), into `*out_decision`. Anything but a consistent
-/// five-integer reply is `SLIDELIMIT_RESULT_MALFORMED_REPLY`. A reply element
-/// that is not an integer at all is for the caller to report as malformed.
+/// Parses the reply of a script for a policy of `limits` limits
+/// (`slidelimit_policy_limit_count`), given as its integers (`reply` may be
+/// NULL when `reply_len` is 0), into `*out_decision`. Anything but a
+/// consistent reply of that policy (five integers for one limit; six for
+/// several, the sixth 0 or one of its limits) is
+/// `SLIDELIMIT_RESULT_MALFORMED_REPLY`; `limits` outside 1..=8 is
+/// `SLIDELIMIT_RESULT_INVALID_ARGUMENT` naming `limits`. A reply element that
+/// is not an integer at all is for the caller to report as malformed.
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_decision_from_reply(
     reply: *const i64,
     reply_len: usize,
+    limits: usize,
     out_decision: *mut slidelimit_decision,
     msg: *mut u8,
     msg_cap: usize,
@@ -439,7 +444,7 @@ pub unsafe extern "C" fn slidelimit_decision_from_reply(
     boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
         let out_decision = out("out_decision", out_decision)?;
         let reply = input("reply", reply, reply_len)?;
-        *out_decision = Decision::from_reply(reply)?.into();
+        *out_decision = Decision::from_reply(reply, limits)?.into();
         Ok(())
     })
 }
@@ -610,15 +615,31 @@ mod tests {
             denied_by: 9,
         };
         let before = d;
-        let r = unsafe {
-            slidelimit_decision_from_reply(null(), 0, &mut d, null_mut(), 0, null_mut(), null_mut())
+        let mut field = slidelimit_field::NONE;
+        let mut parse = |reply: *const i64, len: usize, limits: usize| unsafe {
+            slidelimit_decision_from_reply(
+                reply,
+                len,
+                limits,
+                &mut d,
+                null_mut(),
+                0,
+                null_mut(),
+                &mut field,
+            )
         };
-        assert_eq!(r, slidelimit_result::MalformedReply);
+        // A reply that fits another policy: six integers for one limit.
+        let six = [0i64, 0, 250, 900, 5000, 1];
+        for (reply, len, limits, want) in [
+            (null(), 0, 1, slidelimit_result::MalformedReply),
+            (null(), 5, 1, slidelimit_result::NullPointer),
+            (six.as_ptr(), 6, 1, slidelimit_result::MalformedReply),
+            (six.as_ptr(), 6, 9, slidelimit_result::InvalidArgument),
+        ] {
+            assert_eq!(parse(reply, len, limits), want, "{len} of {limits}");
+        }
+        assert_eq!(field.name(), Some("limits"));
         assert_eq!(d, before);
-        let r = unsafe {
-            slidelimit_decision_from_reply(null(), 5, &mut d, null_mut(), 0, null_mut(), null_mut())
-        };
-        assert_eq!(r, slidelimit_result::NullPointer);
     }
 
     #[test]

@@ -21,12 +21,13 @@ pub const SLIDELIMIT_DECISION_WORDS: usize = 6;
 pub unsafe extern "C" fn slidelimit_decision_words_from_reply(
     reply: *const i64,
     reply_len: usize,
+    limits: usize,
     out_words: *mut u64,
 ) -> slidelimit_result {
     boundary(MessageOut::NONE, || {
         let out_words = out("out_words", out_words)?;
         let reply = input("reply", reply, reply_len)?;
-        let d = Decision::from_reply(reply)?;
+        let d = Decision::from_reply(reply, limits)?;
         let words: [u64; SLIDELIMIT_DECISION_WORDS] = [
             u64::from(d.allowed),
             d.remaining,
@@ -50,16 +51,19 @@ mod tests {
     // refuses gets the same code here with the words left alone.
     #[test]
     fn words_match_the_struct_form() {
-        let replies: [&[i64]; 7] = [
-            &[1, 2, 0, 1000, 5000],
-            &[0, 0, 250, 900, 5000, 2],
-            &[0, 0, 250, 900, 5000, 0],
-            &[0, 0, 250, 900, 5000],
-            &[2, 0, 0, 0, 0],
-            &[1, -1, 0, 0, 0],
-            &[1, 2, 0, 1000],
+        let replies: [(&[i64], usize); 10] = [
+            (&[1, 2, 0, 1000, 5000], 1),
+            (&[0, 0, 250, 900, 5000, 2], 2),
+            (&[0, 0, 250, 900, 5000, 2], 1),
+            (&[0, 0, 250, 900, 5000, 3], 2),
+            (&[0, 0, 250, 900, 5000, 0], 2),
+            (&[0, 0, 250, 900, 5000], 1),
+            (&[2, 0, 0, 0, 0], 1),
+            (&[1, -1, 0, 0, 0], 1),
+            (&[1, 2, 0, 1000], 1),
+            (&[1, 2, 0, 1000, 5000], 0),
         ];
-        for reply in replies {
+        for (reply, limits) in replies {
             let mut d = slidelimit_decision {
                 allowed: false,
                 remaining: 7,
@@ -74,6 +78,7 @@ mod tests {
                     slidelimit_decision_from_reply(
                         reply.as_ptr(),
                         reply.len(),
+                        limits,
                         &mut d,
                         null_mut(),
                         0,
@@ -83,11 +88,12 @@ mod tests {
                     slidelimit_decision_words_from_reply(
                         reply.as_ptr(),
                         reply.len(),
+                        limits,
                         words.as_mut_ptr(),
                     ),
                 )
             };
-            assert_eq!(by_struct, by_words, "{reply:?}");
+            assert_eq!(by_struct, by_words, "{reply:?} of {limits}");
             let want = if by_struct == slidelimit_result::Ok {
                 [
                     u64::from(d.allowed),
@@ -110,11 +116,11 @@ mod tests {
         let reply = [1i64, 2, 0, 1000, 5000];
         unsafe {
             assert_eq!(
-                slidelimit_decision_words_from_reply(null(), 5, words.as_mut_ptr()),
+                slidelimit_decision_words_from_reply(null(), 5, 1, words.as_mut_ptr()),
                 slidelimit_result::NullPointer
             );
             assert_eq!(
-                slidelimit_decision_words_from_reply(reply.as_ptr(), 5, null_mut()),
+                slidelimit_decision_words_from_reply(reply.as_ptr(), 5, 1, null_mut()),
                 slidelimit_result::NullPointer
             );
         }

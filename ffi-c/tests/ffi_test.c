@@ -494,56 +494,67 @@ static void test_replies(void) {
   uint8_t msg[256];
   size_t msg_len = 0;
   const int64_t allowed[5] = {1, 2, 0, 1000, 5000};
-  CHECK(slidelimit_decision_from_reply(allowed, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_decision_from_reply(allowed, 5, 1, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(d.allowed && d.remaining == 2 && d.retry_after_ms == 0 && d.reset_after_ms == 1000 &&
         d.now_ms == 5000 && d.denied_by == -1);
   const int64_t denied[5] = {0, 0, 250, 900, 5000};
-  CHECK(slidelimit_decision_from_reply(denied, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_decision_from_reply(denied, 5, 1, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 250 && d.denied_by == -1);
   /* A multi-limit reply: the sixth integer is denied_by + 1. */
   const int64_t denied_by_second[6] = {0, 0, 250, 900, 5000, 2};
-  CHECK(slidelimit_decision_from_reply(denied_by_second, 6, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_decision_from_reply(denied_by_second, 6, 2, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
   CHECK(!d.allowed && d.retry_after_ms == 250 && d.denied_by == 1);
+  /* Parsed against the policy that asked: six integers are no reply of one
+     limit, and a second limit is not in a policy of one. */
+  CHECK(slidelimit_decision_from_reply(denied_by_second, 6, 1, &d, msg, sizeof msg, &msg_len, NULL) ==
+        SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(starts_with(msg, msg_len, "script reply has 6 elements where a policy of 1 limit replies with 5"));
+  CHECK(slidelimit_decision_words_from_reply(denied_by_second, 6, 1, (uint64_t[SLIDELIMIT_DECISION_WORDS]){0}) ==
+        SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  slidelimit_field field = {0};
+  CHECK(slidelimit_decision_from_reply(denied, 5, 0, &d, NULL, 0, NULL, &field) ==
+        SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(field.len == 6 && memcmp(field.name, "limits", 6) == 0);
 
   memset(&d, 0x5A, sizeof d);
   slidelimit_decision before = d;
   const int64_t bad_allowed[5] = {2, 0, 0, 0, 0};
   const int64_t negative[5] = {1, -1, 0, 0, 0};
   const int64_t zero_retry[5] = {0, 0, 0, 0, 0};
-  CHECK(slidelimit_decision_from_reply(bad_allowed, 5, &d, msg, sizeof msg, &msg_len, NULL) ==
+  CHECK(slidelimit_decision_from_reply(bad_allowed, 5, 1, &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
   CHECK(starts_with(msg, msg_len, "script reply has allowed = 2"));
-  CHECK(slidelimit_decision_from_reply(negative, 5, &d, NULL, 0, NULL, NULL) ==
+  CHECK(slidelimit_decision_from_reply(negative, 5, 1, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_from_reply(zero_retry, 5, &d, NULL, 0, NULL, NULL) ==
+  CHECK(slidelimit_decision_from_reply(zero_retry, 5, 1, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_from_reply(allowed, 4, &d, NULL, 0, NULL, NULL) ==
+  CHECK(slidelimit_decision_from_reply(allowed, 4, 1, &d, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_from_reply(NULL, 0, &d, msg, sizeof msg, &msg_len, NULL) ==
+  CHECK(slidelimit_decision_from_reply(NULL, 0, 1, &d, msg, sizeof msg, &msg_len, NULL) ==
         SLIDELIMIT_RESULT_MALFORMED_REPLY);
   CHECK(starts_with(msg, msg_len, "script reply has 0 elements"));
   CHECK(memcmp(&d, &before, sizeof d) == 0); /* out-param untouched on failure */
-  CHECK(slidelimit_decision_from_reply(NULL, 5, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_decision_from_reply(allowed, 5, NULL, NULL, 0, NULL, NULL) ==
+  CHECK(slidelimit_decision_from_reply(NULL, 5, 1, &d, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_decision_from_reply(allowed, 5, 1, NULL, NULL, 0, NULL, NULL) ==
         SLIDELIMIT_RESULT_NULL_POINTER);
 
   /* The same decisions as plain words; refusals leave the words alone. */
   uint64_t words[SLIDELIMIT_DECISION_WORDS];
-  CHECK(slidelimit_decision_words_from_reply(allowed, 5, words) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_decision_words_from_reply(allowed, 5, 1, words) == SLIDELIMIT_RESULT_OK);
   CHECK(words[0] == 1 && words[1] == 2 && words[2] == 0 && words[3] == 1000 && words[4] == 5000);
-  CHECK(slidelimit_decision_words_from_reply(denied, 5, words) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_decision_words_from_reply(denied, 5, 1, words) == SLIDELIMIT_RESULT_OK);
   CHECK(words[0] == 0 && words[1] == 0 && words[2] == 250 && words[3] == 900 && words[4] == 5000);
   memset(words, 0x5A, sizeof words);
   uint64_t words_before[SLIDELIMIT_DECISION_WORDS];
   memcpy(words_before, words, sizeof words);
-  CHECK(slidelimit_decision_words_from_reply(bad_allowed, 5, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_words_from_reply(negative, 5, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_words_from_reply(zero_retry, 5, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_words_from_reply(allowed, 4, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
-  CHECK(slidelimit_decision_words_from_reply(NULL, 0, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(bad_allowed, 5, 1, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(negative, 5, 1, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(zero_retry, 5, 1, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(allowed, 4, 1, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
+  CHECK(slidelimit_decision_words_from_reply(NULL, 0, 1, words) == SLIDELIMIT_RESULT_MALFORMED_REPLY);
   CHECK(memcmp(words, words_before, sizeof words) == 0);
-  CHECK(slidelimit_decision_words_from_reply(NULL, 5, words) == SLIDELIMIT_RESULT_NULL_POINTER);
-  CHECK(slidelimit_decision_words_from_reply(allowed, 5, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_decision_words_from_reply(NULL, 5, 1, words) == SLIDELIMIT_RESULT_NULL_POINTER);
+  CHECK(slidelimit_decision_words_from_reply(allowed, 5, 1, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
 
   slidelimit_server_error kind = 0;
   slidelimit_result code = SLIDELIMIT_RESULT_OK;

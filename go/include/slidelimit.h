@@ -520,12 +520,16 @@ slidelimit_result slidelimit_call_script_text(const struct slidelimit_call *call
 slidelimit_result slidelimit_call_info(const struct slidelimit_call *call, uint16_t *out_slot, bool *out_read_only);
 
 /**
- * Parses a script reply, given as its integers (`reply` may be NULL when
- * `reply_len` is 0), into `*out_decision`. Anything but a consistent
- * five-integer reply is `SLIDELIMIT_RESULT_MALFORMED_REPLY`. A reply element
- * that is not an integer at all is for the caller to report as malformed.
+ * Parses the reply of a script for a policy of `limits` limits
+ * (`slidelimit_policy_limit_count`), given as its integers (`reply` may be
+ * NULL when `reply_len` is 0), into `*out_decision`. Anything but a
+ * consistent reply of that policy (five integers for one limit; six for
+ * several, the sixth 0 or one of its limits) is
+ * `SLIDELIMIT_RESULT_MALFORMED_REPLY`; `limits` outside 1..=8 is
+ * `SLIDELIMIT_RESULT_INVALID_ARGUMENT` naming `limits`. A reply element that
+ * is not an integer at all is for the caller to report as malformed.
  */
-slidelimit_result slidelimit_decision_from_reply(const int64_t *reply, size_t reply_len, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+slidelimit_result slidelimit_decision_from_reply(const int64_t *reply, size_t reply_len, size_t limits, struct slidelimit_decision *out_decision, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * Classifies the text of a Redis error reply (any bytes; invalid UTF-8 is
@@ -583,7 +587,7 @@ slidelimit_result slidelimit_server_error_map_command(const uint8_t *reply, size
  * for the same reply, out_words untouched), call
  * `slidelimit_decision_from_reply` for core's message and field.
  */
-slidelimit_result slidelimit_decision_words_from_reply(const int64_t *reply, size_t reply_len, uint64_t *out_words);
+slidelimit_result slidelimit_decision_words_from_reply(const int64_t *reply, size_t reply_len, size_t limits, uint64_t *out_words);
 
 /**
  * Makes an empty in-memory engine in `*out_memory` (release it with

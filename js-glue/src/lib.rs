@@ -123,14 +123,15 @@ impl Decision {
 /// (a policy of several limits) when no limit denied.
 pub const DENIED_BY_NONE: f64 = -1.0;
 
-/// Parses the script reply held in `buf` (elements that were not numbers
-/// arrive as NaN) and, when it is valid, writes the decision over it in field
-/// order: allowed as 0 or 1, remaining, retry_after_ms, reset_after_ms,
-/// now_ms and, for the six elements of a policy of several limits,
-/// denied_by (from 0; [`DENIED_BY_NONE`] when none). A valid reply has
-/// exactly as many elements as its decision has fields.
-pub fn parse_reply(buf: &mut [f64]) -> Result<()> {
-    let d = Decision::from(sl::Decision::from_f64_reply(buf)?);
+/// Parses the reply held in `buf` of a script for a policy of `limits`
+/// limits (elements that were not numbers arrive as NaN) and, when it is
+/// valid, writes the decision over it in field order: allowed as 0 or 1,
+/// remaining, retry_after_ms, reset_after_ms, now_ms and, for the six
+/// elements of a policy of several limits, denied_by (from 0;
+/// [`DENIED_BY_NONE`] when none). A valid reply has exactly as many elements
+/// as its decision has fields.
+pub fn parse_reply(buf: &mut [f64], limits: u32) -> Result<()> {
+    let d = Decision::from(sl::Decision::from_f64_reply(buf, limits as usize)?);
     buf[..sl::REPLY_LEN].copy_from_slice(&[
         f64::from(u8::from(d.allowed)),
         d.remaining,
@@ -173,11 +174,12 @@ impl ReplyValue {
     }
 }
 
-/// Parses a script reply whose elements may be text (see [`ReplyValue`]);
-/// the slower path, for clients that do not hand integers over as numbers.
-pub fn parse_reply_values(values: &[ReplyValue]) -> Result<Decision> {
+/// Parses the reply of a script for a policy of `limits` limits whose
+/// elements may be text (see [`ReplyValue`]); the slower path, for clients
+/// that do not hand integers over as numbers.
+pub fn parse_reply_values(values: &[ReplyValue], limits: u32) -> Result<Decision> {
     let doubles: Vec<f64> = values.iter().map(|v| v.to_f64()).collect();
-    Ok(sl::Decision::from_f64_reply(&doubles)?.into())
+    Ok(sl::Decision::from_f64_reply(&doubles, limits as usize)?.into())
 }
 
 /// One limit of a policy as JS states it (`limits: [{ algorithm, limit,
@@ -626,10 +628,10 @@ mod tests {
     #[test]
     fn a_reply_is_parsed_in_place() {
         let mut buf = [0.0, 0.0, 250.0, 900.0, 5000.0];
-        parse_reply(&mut buf).unwrap();
+        parse_reply(&mut buf, 1).unwrap();
         assert_eq!(buf, [0.0, 0.0, 250.0, 900.0, 5000.0]);
         let mut bad = [1.0, f64::NAN, 0.0, 1.0, 5.0];
-        let e = parse_reply(&mut bad).unwrap_err();
+        let e = parse_reply(&mut bad, 1).unwrap_err();
         assert_eq!((e.code, e.field), ("malformed_reply", None));
         assert!(bad[1].is_nan(), "a bad reply is left as it was");
     }
@@ -637,13 +639,16 @@ mod tests {
     #[test]
     fn a_reply_of_text_integers_is_read_as_redis_writes_them() {
         use ReplyValue::{Number, Other, Text};
-        let d = parse_reply_values(&[
-            Text("0".into()),
-            Text("0".into()),
-            Number(250.0),
-            Text("900".into()),
-            Text("5000".into()),
-        ])
+        let d = parse_reply_values(
+            &[
+                Text("0".into()),
+                Text("0".into()),
+                Number(250.0),
+                Text("900".into()),
+                Text("5000".into()),
+            ],
+            1,
+        )
         .unwrap();
         assert_eq!(
             (
@@ -657,13 +662,16 @@ mod tests {
         );
         let max = (1i64 << 53).to_string();
         assert_eq!(
-            parse_reply_values(&[
-                Text("1".into()),
-                Text("0".into()),
-                Text("0".into()),
-                Text("1".into()),
-                Text(max)
-            ])
+            parse_reply_values(
+                &[
+                    Text("1".into()),
+                    Text("0".into()),
+                    Text("0".into()),
+                    Text("1".into()),
+                    Text(max)
+                ],
+                1
+            )
             .unwrap()
             .now_ms,
             9_007_199_254_740_992.0
@@ -679,20 +687,26 @@ mod tests {
             over.as_str(),
             "99999999999999999999",
         ] {
-            let e = parse_reply_values(&[
-                Text("1".into()),
-                Text(bad.into()),
-                Text("0".into()),
-                Text("1".into()),
-                Text("5".into()),
-            ])
+            let e = parse_reply_values(
+                &[
+                    Text("1".into()),
+                    Text(bad.into()),
+                    Text("0".into()),
+                    Text("1".into()),
+                    Text("5".into()),
+                ],
+                1,
+            )
             .unwrap_err();
             assert_eq!(e.code, "malformed_reply", "{bad:?}");
         }
-        let e = parse_reply_values(&[Number(1.0), Other, Number(0.0), Number(1.0), Number(5.0)])
-            .unwrap_err();
+        let e = parse_reply_values(
+            &[Number(1.0), Other, Number(0.0), Number(1.0), Number(5.0)],
+            1,
+        )
+        .unwrap_err();
         assert_eq!(e.code, "malformed_reply");
-        let e = parse_reply_values(&[Text("1".into())]).unwrap_err();
+        let e = parse_reply_values(&[Text("1".into())], 1).unwrap_err();
         assert_eq!(e.code, "malformed_reply");
     }
 
@@ -852,23 +866,43 @@ mod tests {
     #[test]
     fn a_six_element_reply_carries_denied_by() {
         let mut buf = [0.0, 0.0, 250.0, 900.0, 5000.0, 2.0];
-        parse_reply(&mut buf).unwrap();
+        parse_reply(&mut buf, 2).unwrap();
         assert_eq!(buf, [0.0, 0.0, 250.0, 900.0, 5000.0, 1.0]);
         let mut buf = [1.0, 3.0, 0.0, 900.0, 5000.0, 0.0];
-        parse_reply(&mut buf).unwrap();
+        parse_reply(&mut buf, 3).unwrap();
         assert_eq!(buf, [1.0, 3.0, 0.0, 900.0, 5000.0, DENIED_BY_NONE]);
-        let d = parse_reply_values(&[
-            ReplyValue::Number(0.0),
-            ReplyValue::Number(0.0),
-            ReplyValue::Number(5.0),
-            ReplyValue::Number(9.0),
-            ReplyValue::Number(1.0),
-            ReplyValue::Text("1".into()),
-        ])
+        let d = parse_reply_values(
+            &[
+                ReplyValue::Number(0.0),
+                ReplyValue::Number(0.0),
+                ReplyValue::Number(5.0),
+                ReplyValue::Number(9.0),
+                ReplyValue::Number(1.0),
+                ReplyValue::Text("1".into()),
+            ],
+            2,
+        )
         .unwrap();
         assert_eq!(d.denied_by, Some(0.0));
         let mut bad = [1.0, 3.0, 0.0, 900.0, 5000.0, 1.0];
-        assert_eq!(parse_reply(&mut bad).unwrap_err().code, "malformed_reply");
+        assert_eq!(
+            parse_reply(&mut bad, 2).unwrap_err().code,
+            "malformed_reply"
+        );
+        // A reply that fits another policy: six elements for one limit, a
+        // position past the policy's last limit.
+        let mut bad = [0.0, 0.0, 250.0, 900.0, 5000.0, 2.0];
+        assert_eq!(
+            parse_reply(&mut bad, 1).unwrap_err().code,
+            "malformed_reply"
+        );
+        assert_eq!(parse_reply(&mut bad, 0).unwrap_err().field, Some("limits"));
+        let mut bad = [0.0, 0.0, 250.0, 900.0, 5000.0, 3.0];
+        assert_eq!(
+            parse_reply(&mut bad, 2).unwrap_err().code,
+            "malformed_reply"
+        );
+        assert_eq!(bad[5], 3.0, "a bad reply is left as it was");
     }
 
     #[test]

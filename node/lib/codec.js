@@ -21,14 +21,15 @@ function numberReplyParser(impl = core) {
   // safe, the call is synchronous.
   const scratch5 = new Float64Array(5);
   const scratch6 = new Float64Array(6);
-  return function parseReply(reply) {
+  // `limits`: how many limits the policy holds (five elements for one, six for more).
+  return function parseReply(reply, limits) {
     const n = Array.isArray(reply) ? reply.length : 0;
     const buf = n === 5 ? scratch5 : n === 6 ? scratch6 : new Float64Array(n);
     for (let i = 0; i < n; i++) {
       const v = reply[i];
       buf[i] = typeof v === 'number' ? v : NaN;
     }
-    impl.parseReply(buf);
+    impl.parseReply(buf, limits);
     return {
       allowed: buf[0] === 1,
       remaining: buf[1],
@@ -44,7 +45,7 @@ function numberReplyParser(impl = core) {
 // With ioredis `stringNumbers` integers arrive as decimal strings: the reply
 // goes to core as it is, and core reads the text.
 function textReplyParser(impl = core) {
-  return (reply) => impl.parseReplyValues(Array.isArray(reply) ? reply : []);
+  return (reply, limits) => impl.parseReplyValues(Array.isArray(reply) ? reply : [], limits);
 }
 
 module.exports = { splitCall, numberReplyParser, textReplyParser };

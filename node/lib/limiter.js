@@ -361,6 +361,8 @@ class Limiter {
   #deadlines;
   #metrics;
   #parse = parseReply;
+  // How many limits the policy holds: core checks the reply against it.
+  #limitCount;
   #calls = new CallCache();
   #denyCache;
   // Tenants the deny cache may hold (exact after each record or forget; a
@@ -379,6 +381,7 @@ class Limiter {
     this.#metrics = checkMetrics(opts.metrics);
     this.#denyCache = createDenyCache(opts.denyCache);
     this.policy = describe(this.#policy);
+    this.#limitCount = this.policy.limits.length;
   }
 
   /** An in-memory limiter with the same decisions (core's engine), for tests and single processes. */
@@ -477,7 +480,7 @@ class Limiter {
         if (!this.#settle(ticket)) return; // already failed as unavailable
         let decision;
         try {
-          decision = this.#parse(reply);
+          decision = this.#parse(reply, this.#limitCount);
           // Every Redis answer to an acquire on server time goes to the cache
           // (an admission at most drops an entry: nothing to do while it is empty).
           if (cache !== null && (!decision.allowed || this.#denied > 0)) {

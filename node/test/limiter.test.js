@@ -227,7 +227,7 @@ test('core reads a text reply only as Redis writes integers', () => {
   // What a stringNumbers client hands over goes to core as is; the addon and
   // the wasm build each turn JS values into core's reply values.
   const { core } = require('../lib/binding');
-  assert.deepEqual(core.parseReplyValues(['0', '0', '250', 900, '5000']), {
+  assert.deepEqual(core.parseReplyValues(['0', '0', '250', 900, '5000'], 1), {
     allowed: false,
     remaining: 0,
     retryAfterMs: 250,
@@ -237,12 +237,17 @@ test('core reads a text reply only as Redis writes integers', () => {
   });
   for (const bad of ['01', '+1', '1.0', ' 1', '', '9007199254740993', null, [1], { n: 1 }, true]) {
     assert.throws(
-      () => core.parseReplyValues(['1', bad, '0', '1', '5']),
+      () => core.parseReplyValues(['1', bad, '0', '1', '5'], 1),
       (e) => e.code === 'malformed_reply' && e.field === undefined,
       `element ${JSON.stringify(bad)}`,
     );
   }
-  assert.throws(() => core.parseReplyValues(['1', '0', '0', '1']), (e) => e.code === 'malformed_reply');
+  assert.throws(() => core.parseReplyValues(['1', '0', '0', '1'], 1), (e) => e.code === 'malformed_reply');
+  // A reply that fits another policy: six elements for one limit, a
+  // denying limit past the policy's last.
+  assert.throws(() => core.parseReplyValues([0, 0, 250, 900, 5000, 1], 1), (e) => e.code === 'malformed_reply');
+  assert.throws(() => core.parseReplyValues([0, 0, 250, 900, 5000, 3], 2), (e) => e.code === 'malformed_reply');
+  assert.equal(core.parseReplyValues([0, 0, 250, 900, 5000, 2], 2).deniedBy, 1);
 });
 
 test('a client with stringNumbers shares the budget and reads every decision', async () => {

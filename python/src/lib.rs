@@ -409,7 +409,9 @@ impl Policy {
 
     /// Core's reading of a script reply (what redis-py returned).
     fn _decide(&self, py: Python<'_>, reply: &Bound<'_, PyAny>) -> PyResult<Decision> {
-        parse_reply(reply).py_err(py).map(Decision)
+        parse_reply(reply, self.inner.limits().len())
+            .py_err(py)
+            .map(Decision)
     }
 
     /// Core's table for an error reply to a script call on `key` (the
@@ -519,10 +521,10 @@ fn limit_object<'py>(
         .call1((algorithm, l.limit, l.window_ms, l.buckets))
 }
 
-/// A script reply from redis-py: a list of five ints (six for several
-/// limits), parsed by core. A
+/// A script reply from redis-py for a policy of `limits` limits: a list of
+/// five ints (six for several limits), parsed by core. A
 /// non-int element reaches core as NaN, so that core names it.
-fn parse_reply(reply: &Bound<'_, PyAny>) -> core::Result<core::Decision> {
+fn parse_reply(reply: &Bound<'_, PyAny>, limits: usize) -> core::Result<core::Decision> {
     let malformed = |what: String| {
         core::Error::new(
             core::ErrorCode::MalformedReply,
@@ -547,7 +549,7 @@ fn parse_reply(reply: &Bound<'_, PyAny>) -> core::Result<core::Decision> {
         })
         .collect();
     match ints {
-        Some(ints) => core::Decision::from_reply(&ints),
+        Some(ints) => core::Decision::from_reply(&ints, limits),
         None => {
             let doubles: Vec<f64> = items
                 .iter()
@@ -558,7 +560,7 @@ fn parse_reply(reply: &Bound<'_, PyAny>) -> core::Result<core::Decision> {
                     _ => f64::NAN,
                 })
                 .collect();
-            core::Decision::from_f64_reply(&doubles)
+            core::Decision::from_f64_reply(&doubles, limits)
         }
     }
 }
@@ -601,15 +603,18 @@ impl Decision {
                 as_i64("reset_after_ms", reset_after_ms)?,
                 as_i64("now_ms", now_ms)?,
             ];
-            // A reply of several limits carries the denying limit 1-based.
+            // A reply of several limits carries the denying limit 1-based;
+            // with one, a decision of a policy of as many limits as any.
+            let mut limits = 1;
             if let Some(position) = opt_int_arg("denied_by", denied_by)? {
+                limits = core::MAX_LIMITS;
                 let position = i64::try_from(position)
                     .ok()
                     .and_then(|p| p.checked_add(1))
                     .ok_or_else(|| core::Error::invalid("denied_by", "must be below 2^63 - 1"))?;
                 reply.push(position);
             }
-            core::Decision::from_reply(&reply)
+            core::Decision::from_reply(&reply, limits)
         })();
         reply.py_err(py).map(Decision)
     }

@@ -272,7 +272,7 @@ impl Limiter {
                     .map_err(|_| unavailable_after(timeout, "the script"))??
             }
         };
-        let decision = Decision::from_reply(&reply)?;
+        let decision = Decision::from_reply(&reply, self.policy.limits().len())?;
         if let Some((denials, sent_ms)) = cache {
             denials.lock().record(tenant, cost, &decision, sent_ms);
         }

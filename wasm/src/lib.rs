@@ -114,16 +114,17 @@ impl Policy {
     }
 }
 
-/// Parses the script reply in `buf` and writes the decision over it (`glue::parse_reply`).
+/// Parses the reply in `buf` of a script for a policy of `limits` limits and
+/// writes the decision over it (`glue::parse_reply`).
 #[wasm_bindgen(js_name = parseReply)]
-pub fn parse_reply(buf: &mut [f64]) -> Result<(), JsValue> {
-    glue::parse_reply(buf).map_err(to_js)
+pub fn parse_reply(buf: &mut [f64], limits: u32) -> Result<(), JsValue> {
+    glue::parse_reply(buf, limits).map_err(to_js)
 }
 
 /// Parses a script reply whose elements may be of any JS type (strings from
 /// ioredis `stringNumbers`): `glue::parse_reply_values`.
 #[wasm_bindgen(js_name = parseReplyValues)]
-pub fn parse_reply_values(values: Vec<JsValue>) -> Result<JsValue, JsValue> {
+pub fn parse_reply_values(values: Vec<JsValue>, limits: u32) -> Result<JsValue, JsValue> {
     let values: Vec<glue::ReplyValue> = values
         .iter()
         .map(|v| match (v.as_f64(), v.as_string()) {
@@ -132,7 +133,7 @@ pub fn parse_reply_values(values: Vec<JsValue>) -> Result<JsValue, JsValue> {
             (None, None) => glue::ReplyValue::Other,
         })
         .collect();
-    glue::parse_reply_values(&values)
+    glue::parse_reply_values(&values, limits)
         .map(decision)
         .map_err(to_js)
 }

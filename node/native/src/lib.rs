@@ -198,16 +198,17 @@ impl TypeName for ReplyBuf<'_> {
     }
 }
 
-/// Parses the script reply in `buf` and writes the decision over it (`glue::parse_reply`).
+/// Parses the reply in `buf` of a script for a policy of `limits` limits and
+/// writes the decision over it (`glue::parse_reply`).
 #[napi(catch_unwind)]
-pub fn parse_reply(env: &Env, buf: ReplyBuf<'_>) -> Result<()> {
-    glue::parse_reply(buf.0).map_err(|e| to_js(env, e))
+pub fn parse_reply(env: &Env, buf: ReplyBuf<'_>, limits: u32) -> Result<()> {
+    glue::parse_reply(buf.0, limits).map_err(|e| to_js(env, e))
 }
 
 /// Parses a script reply whose elements may be of any JS type (strings from
 /// ioredis `stringNumbers`): `glue::parse_reply_values`.
 #[napi(catch_unwind)]
-pub fn parse_reply_values(env: &Env, values: Vec<Unknown<'_>>) -> Result<Decision> {
+pub fn parse_reply_values(env: &Env, values: Vec<Unknown<'_>>, limits: u32) -> Result<Decision> {
     let values = values
         .iter()
         .map(|v| {
@@ -219,7 +220,7 @@ pub fn parse_reply_values(env: &Env, values: Vec<Unknown<'_>>) -> Result<Decisio
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    glue::parse_reply_values(&values)
+    glue::parse_reply_values(&values, limits)
         .map(Decision::from)
         .map_err(|e| to_js(env, e))
 }

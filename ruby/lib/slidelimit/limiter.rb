@@ -472,11 +472,13 @@ module Slidelimit
       rescue RangeError
         raise MalformedReply, "script reply has an integer beyond 64 bits: #{reply.inspect}"
       end
-      code = Native.slidelimit_decision_words_from_reply(ptr, n, s.words)
+      limits = @policy.limits.length
+      code = Native.slidelimit_decision_words_from_reply(ptr, n, limits, s.words)
       return Decision.from_words(s.words) if code == Native::RESULT_OK
 
       # Refused: the full form gives core's message and field for this reply.
-      code = Native.slidelimit_decision_from_reply(ptr, n, s.decision, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+      code = Native.slidelimit_decision_from_reply(ptr, n, limits, s.decision, s.msg, Native::MSG_CAP, s.msg_len,
+                                                  s.field)
       Core.raise_failure(code, s) unless code == Native::RESULT_OK
       Decision.from_native(s.decision)
     end

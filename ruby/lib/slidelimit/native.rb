@@ -111,10 +111,10 @@ module Slidelimit
                     %i[pointer buffer_in size_t uint64 pointer uint32 pointer size_t pointer size_t
                        pointer pointer pointer msg msg_cap msg_len field], :result
     attach_function :slidelimit_decision_from_reply,
-                    %i[pointer size_t pointer msg msg_cap msg_len field], :result
-    # The hot path's form (ffi-c/src/words.rs): three arguments and one read
-    # back instead of seven and two.
-    attach_function :slidelimit_decision_words_from_reply, %i[pointer size_t pointer], :result
+                    %i[pointer size_t size_t pointer msg msg_cap msg_len field], :result
+    # The hot path's form (ffi-c/src/words.rs): four arguments and one read
+    # back instead of eight and two.
+    attach_function :slidelimit_decision_words_from_reply, %i[pointer size_t size_t pointer], :result
     attach_function :slidelimit_server_error_map,
                     %i[buffer_in size_t buffer_in size_t uint32 bool pointer pointer pointer size_t pointer field
                        msg msg_cap msg_len field], :result
