@@ -175,6 +175,22 @@ fn a_key_of_the_wrong_type_is_wrong_type() {
     assert!(e.message().contains("WRONGTYPE"), "{e}");
 }
 
+/// Binds `port` and never listens: connections to it are refused, and no
+/// other test's server can take the port while the socket is held. So a
+/// client still pointed at a stopped server meets a refused connection, not
+/// whichever server got the freed port next.
+fn hold_closed(port: u16) -> socket2::Socket {
+    let socket =
+        socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("a socket");
+    // The stopped server's connections may linger in TIME_WAIT on the port.
+    socket.set_reuse_address(true).expect("SO_REUSEADDR");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    socket
+        .bind(&addr.into())
+        .unwrap_or_else(|e| panic!("port {port} was taken as soon as its server stopped: {e}"));
+    socket
+}
+
 #[test]
 fn a_stopped_redis_is_unavailable_within_the_timeout() {
     let mut own = OwnRedis::start();
@@ -191,6 +207,7 @@ fn a_stopped_redis_is_unavailable_within_the_timeout() {
     .unwrap();
     assert!(limiter.acquire("t").unwrap().allowed);
     own.stop();
+    let _closed = hold_closed(own.port);
     for _ in 0..3 {
         let started = Instant::now();
         let e = limiter.acquire("t").unwrap_err();
