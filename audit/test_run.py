@@ -76,6 +76,13 @@ class Schedule(unittest.TestCase):
         self.assertEqual(run.skews(10, 4), [-10, -3, 3, 10])
         self.assertEqual(run.skews(50, 1), [0])
 
+    def test_slot_ranges_of_cluster_nodes(self):
+        # CLUSTER NODES lists ranges, single slots and, on a node migrating a
+        # slot, `[slot->-id]` marks, which own nothing.
+        ranges = ["0-5460", "7000", "[5461->-4ab9]"]
+        for slot, owned in ((0, True), (5460, True), (7000, True), (5461, False), (6999, False)):
+            self.assertEqual(run.owns(ranges, slot), owned, slot)
+
     def test_default_buckets_divide_the_window(self):
         # Core's default 60 where it divides the window, else the largest
         # count below it that does.

@@ -23,6 +23,11 @@
 #                      # then the bucketed window and a policy of several
 #                      # limits with mixed costs (1, 2, 3 and 5 permits a
 #                      # call), standalone and Cluster
+#   make audit-reshard # the tenant's slot moved to another master one window
+#                      # in (MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE),
+#                      # log and several limits, 4 windows: never over the
+#                      # limit, at most AUDIT_RESHARD_MAX_ERRORS failed calls
+#                      # per driver (docs/audit.md, "Slot migration")
 #   make bench-flood   # the deny cache's figure: Redis calls per attempt
 #                      # in a denial flood (audit/flood), 10x and 100x
 #   make conformance-cluster
@@ -34,11 +39,12 @@ AUDIT_DRIVERS ?=
 AUDIT_SKEW_MS ?= 50
 AUDIT_COSTS ?= 1,2,3,5
 AUDIT_DRIVER_FLAG = $(if $(AUDIT_DRIVERS),--drivers $(AUDIT_DRIVERS))
+AUDIT_RESHARD_MAX_ERRORS ?= 32
 
 TEST_TARGETS += test-audit conformance-cluster
 BENCH_TARGETS += bench-flood
 
-.PHONY: audit audit-deps test-audit conformance-cluster bench-flood
+.PHONY: audit audit-deps audit-reshard test-audit conformance-cluster bench-flood
 
 # audit/run builds nothing: every registered driver is built first.
 audit-deps: deps drivers
@@ -82,3 +88,7 @@ bench-flood: audit-deps
 conformance-cluster: drivers
 	scripts/with-cluster.sh env SLIDELIMIT_CONFORMANCE_CLUSTER=1 \
 		conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)
+
+audit-reshard: audit-deps
+	scripts/with-cluster.sh audit/run --windows 4 $(AUDIT_DRIVER_FLAG) --max-errors $(AUDIT_RESHARD_MAX_ERRORS) \
+		--targets cluster-reshard --runs log:uniform,multi:uniform --out .tmp/audit-reshard
