@@ -672,6 +672,62 @@ def malformed_reply(ctx):
     expect_keys_expire(ctx, server.client(), "malformed_reply")
 
 
+# ------------------------------------------------------------- TRYAGAIN
+
+
+def tryagain(ctx):
+    """A script call that Redis refuses without running it with TRYAGAIN (a
+    Cluster node whose migrating slot holds only some of a call's keys) is
+    sent again after core's pauses (5, 10, 20, ... ms; docs/protocol.md,
+    "Server errors"), so the call succeeds once the keys are together, and
+    counts once; while the refusals last past the timeout it is
+    unavailable, naming TRYAGAIN, within the timeout, and nothing is
+    recorded. A proxy answers the calls in Redis's place."""
+    server = ctx.redis()
+    proxy = ctx.own(ReplyRewriter(server.port))
+    admin = server.client()
+    d = ctx.driver()
+    timeout = 400
+    d.limiter(_redis(proxy.url, timeout), _policy("tryagain", "sliding_log", 3, 60_000))
+
+    def refused_then(what, refusals, request):
+        proxy.refuse, before = refusals, proxy.refused
+        reply, ms = d.timed(**request)
+        made = proxy.refused - before
+        proxy.refuse = 0
+        return reply, ms, made
+
+    for what, request, want in (
+        ("an acquire", {"op": "acquire", "tenant": "t"}, {"allowed": True, "remaining": 2}),
+        ("a peek", {"op": "peek", "tenant": "t"}, {"allowed": True, "remaining": 1}),
+        (
+            "a caller-time acquire",
+            {"op": "acquire_at", "tenant": "t", "now_ms": now_ms()},
+            {"allowed": True, "remaining": 1},
+        ),
+    ):
+        reply, ms, made = refused_then(what, 3, request)
+        # Once each refused call, the fourth through; one permit at most.
+        expect_decision(ctx, reply, f"{what} after 3 TRYAGAIN", **want)
+        ctx.check(made == 3, f"{what}: {made} calls refused, want 3 (then a resend that passed)")
+        ctx.check(
+            ms >= 5 + 10 + 20, f"{what}: answered in {ms:.0f} ms, before core's pauses (35 ms)"
+        )
+    reply, ms, made = refused_then("refused throughout", 10**6, {"op": "acquire", "tenant": "t"})
+    if expect_error(ctx, reply, "refused past the timeout", "unavailable", contains=["TRYAGAIN"]):
+        ctx.check(ms <= timeout + SLACK_MS, f"refused past the timeout: {ms:.0f} ms")
+        ctx.check(made >= 3, f"refused past the timeout: only {made} calls sent")
+    expect_decision(
+        ctx,
+        d.req(op="peek", tenant="t"),
+        "after the refusals: two permits held, none from the refused calls",
+        allowed=True,
+        remaining=0,  # 3, less the two held, less the peek's own 1
+    )
+    ctx.check(admin("LLEN", d.key("t")) == 2, "two permits in the log")
+    expect_keys_expire(ctx, admin, "tryagain")
+
+
 # ------------------------------------------------------------- wrong type
 
 
@@ -1116,6 +1172,7 @@ SCENARIOS = {
     "deny_cache": deny_cache,
     "deny_cache_slow_reply": deny_cache_slow_reply,
     "malformed_reply": malformed_reply,
+    "tryagain": tryagain,
     "wrong_type": wrong_type,
     "acl": acl,
     "tls": tls,

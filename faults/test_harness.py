@@ -75,6 +75,7 @@ class BrokenDriversFail(unittest.TestCase):
             "deny_cache",
             "deny_cache_slow_reply",
             "malformed_reply",
+            "tryagain",
         ]
         passed, log = grid(f"{BASE}+none", wrapped("none"), scenarios)
         self.assertEqual([s for s, ok in passed.items() if not ok], [], log)
@@ -107,7 +108,7 @@ class BrokenDriversFail(unittest.TestCase):
 
     def test_errors_mapped_to_another_code(self):
         self.assertFails(
-            "errors-as-script-error", ["wrong_type", "acl", "unreachable", "bad_input"]
+            "errors-as-script-error", ["wrong_type", "acl", "unreachable", "bad_input", "tryagain"]
         )
 
 

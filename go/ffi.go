@@ -38,6 +38,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -457,6 +458,16 @@ func (h *policyHandle) mapServerError(reply, key string, afterRetry bool, cause 
 		return true, nil
 	}
 	return false, &Error{Code: Code(c), Message: string(buf[:n]), Err: cause, field: fieldName(field)}
+}
+
+// resendPause is core's wait before sending again a script call that Redis
+// answered with reply without running it (TRYAGAIN while a slot migrates),
+// at the attempt-th resend; false for any other reply.
+func resendPause(reply string, attempt int) (time.Duration, bool) {
+	var ms C.uint64_t
+	r := C.slidelimit_server_error_resend_pause_ms(bytesPtr(reply), C.size_t(len(reply)),
+		C.uint32_t(min(attempt, math.MaxUint32)), &ms)
+	return time.Duration(ms) * time.Millisecond, r == C.SLIDELIMIT_RESULT_OK && ms > 0
 }
 
 // mapCommandError applies core's table to an error reply from Redis to a

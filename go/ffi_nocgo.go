@@ -25,6 +25,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/slidelimit/slidelimit/go/internal/wasm"
 	"github.com/tetratelabs/wazero"
@@ -88,6 +89,7 @@ const (
 	fnDecisionFromReply
 	fnServerErrorMap
 	fnServerErrorMapCommand
+	fnServerErrorResendPause
 	fnMemoryNew
 	fnMemoryFree
 	fnMemoryAcquire
@@ -115,7 +117,8 @@ var fnNames = [fnCount]string{
 	"slidelimit_policy_free", "slidelimit_policy_limit_key", "slidelimit_key_slot",
 	"slidelimit_check_timeout_ms", "slidelimit_policy_script",
 	"slidelimit_policy_build_call_into", "slidelimit_decision_from_reply",
-	"slidelimit_server_error_map", "slidelimit_server_error_map_command", "slidelimit_memory_new",
+	"slidelimit_server_error_map", "slidelimit_server_error_map_command",
+	"slidelimit_server_error_resend_pause_ms", "slidelimit_memory_new",
 	"slidelimit_memory_free", "slidelimit_memory_acquire", "slidelimit_memory_peek",
 	"slidelimit_memory_reset", "slidelimit_metric_name", "slidelimit_metric_help",
 	"slidelimit_metric_label_count", "slidelimit_metric_label", "slidelimit_metric_buckets",
@@ -882,6 +885,28 @@ func mappingFailed(e *Error, err error, r uint32, cause error) *Error {
 		return &Error{Code: ErrInternal, Message: "mapping the server error failed: " + resultName(Code(r)), Err: cause}
 	}
 	return e
+}
+
+// resendPause is core's wait before sending again a script call that Redis
+// answered with reply without running it (TRYAGAIN while a slot migrates),
+// at the attempt-th resend; false for any other reply.
+func resendPause(reply string, attempt int) (time.Duration, bool) {
+	ms, err := with(func(in *instance) (uint64, error) {
+		rp, rn, err := in.bytes(reply)
+		if err != nil {
+			return 0, err
+		}
+		out, err := in.out(8)
+		if err != nil {
+			return 0, err
+		}
+		r, err := in.result(fnServerErrorResendPause, rp, rn, uint64(min(attempt, math.MaxUint32)), out)
+		if err != nil || r != resultOK {
+			return 0, err
+		}
+		return in.u64(out), nil
+	})
+	return time.Duration(ms) * time.Millisecond, err == nil && ms > 0
 }
 
 // mapCommandError applies core's table to an error reply from Redis to a

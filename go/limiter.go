@@ -530,9 +530,20 @@ func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, no
 // Cluster node never used before), EVAL on the same keys, so on the same node,
 // exactly once. A NOSCRIPT never double-counts: the script did not run.
 // Error replies come back mapped by core (an *Error); other errors as they are.
+//
+// A call Redis refused without running it (TRYAGAIN while a slot migrates
+// under a policy's keys) goes again after core's pause, while the context's
+// deadline leaves room for the wait.
 func (l *Limiter) evalSha(ctx context.Context, sc script, call scriptCall) (any, error) {
 	key := call.keys[0]
 	reply, err := l.client.EvalSha(ctx, sc.sha1, call.keys, call.args...).Result()
+	for attempt := 0; isServerError(err); attempt++ {
+		pause, resend := resendPause(err.Error(), attempt)
+		if !resend || !waitWithin(ctx, pause) {
+			break
+		}
+		reply, err = l.client.EvalSha(ctx, sc.sha1, call.keys, call.args...).Result()
+	}
 	if !isServerError(err) {
 		return reply, err
 	}
@@ -545,6 +556,22 @@ func (l *Limiter) evalSha(ctx context.Context, sc script, call scriptCall) (any,
 		return nil, e
 	}
 	return reply, err
+}
+
+// waitWithin waits d unless ctx ends first or its deadline is nearer than d
+// (then at once); true when the wait ran its course.
+func waitWithin(ctx context.Context, d time.Duration) bool {
+	if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) <= d {
+		return false
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // isServerError tells an error reply from Redis (go-redis's redis.Error)

@@ -399,20 +399,29 @@ class ReplyRewriter(_Listener):
     or tracks keys.)"""
 
     SCRIPT_CALLS = frozenset({b"EVALSHA", b"EVAL", b"EVALSHA_RO", b"EVAL_RO"})
+    # What a Cluster node answers a call whose keys its migrating slot holds
+    # only some of.
+    TRYAGAIN = b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n"
 
     def __init__(self, upstream):
         self.upstream = upstream
         self.reply = NO_REWRITE
         self.rewritten = 0
+        # While `refuse` > 0, each script call is refused instead (one fewer
+        # each): Redis gets a PING in its place, so it never runs and replies
+        # keep their order, and the client gets `refusal`. `refused` counts them.
+        self.refuse = 0
+        self.refusal = self.TRYAGAIN
+        self.refused = 0
         super().__init__()
 
     def on_accept(self, down):
         up = self._connect_upstream(down, self.upstream)
         if up is None:
             return
-        # Redis answers in order: each command's name, oldest first, and the
-        # protocol a HELLO asked for.
-        sent: queue.Queue[tuple[bytes, bytes | None]] = queue.Queue()
+        # Redis answers in order: each command's name, oldest first, the
+        # protocol a HELLO asked for, and whether it was refused.
+        sent: queue.Queue[tuple[bytes, bytes | None, bool]] = queue.Queue()
         threading.Thread(target=self._commands, args=(down, up, sent), daemon=True).start()
         threading.Thread(target=self._replies, args=(up, down, sent), daemon=True).start()
 
@@ -448,9 +457,17 @@ class ReplyRewriter(_Listener):
         def split(buf):
             args, end = _command(buf)
             name = args[0].upper() if args else b""
+            with self.lock:
+                refused = name in self.SCRIPT_CALLS and self.refuse > 0
+                if refused:
+                    self.refuse -= 1
+                    self.refused += 1
+            if refused:
+                sent.put((b"", None, True))
+                return end, b"*1\r\n$4\r\nPING\r\n"
             # HELLO's protocol, if it names one.
             version = args[1] if name == b"HELLO" and len(args) > 1 and args[1].isdigit() else None
-            sent.put((name, version))  # before Redis can see it, so before its reply
+            sent.put((name, version, False))  # before Redis can see it, so before its reply
             return end, bytes(buf[:end])
 
         self._pump(down, up, split)
@@ -462,7 +479,9 @@ class ReplyRewriter(_Listener):
             nonlocal resp3
             end = _resp_end(buf)
             original = bytes(buf[:end])
-            name, version = sent.get(timeout=10)
+            name, version, refused = sent.get(timeout=10)
+            if refused:
+                return end, self.refusal
             failed = original[:1] in b"-!"
             if version is not None and not failed:
                 resp3 = version == b"3"

@@ -52,7 +52,8 @@ pub use policy::{
 };
 pub use script::{Mode, Script, ScriptCall, ScriptKind};
 pub use server_error::{
-    map_command_error, map_server_error, map_server_error_after_retry, ServerErrorAction,
+    map_command_error, map_server_error, map_server_error_after_retry, resend_pause_ms,
+    ServerErrorAction, FIRST_RESEND_PAUSE_MS, MAX_RESEND_PAUSE_MS,
 };
 pub use timeout::{check_timeout_ms, DEFAULT_TIMEOUT_MS, MAX_TIMEOUT_MS, MIN_TIMEOUT_MS};
 

@@ -85,6 +85,32 @@ pub fn map_server_error(reply: &str, key: &str, algorithm: Algorithm) -> ServerE
     }
 }
 
+/// The first wait before a resend (see [`resend_pause_ms`]); each attempt
+/// doubles it, up to [`MAX_RESEND_PAUSE_MS`].
+pub const FIRST_RESEND_PAUSE_MS: u64 = 5;
+/// The longest wait between two resends.
+pub const MAX_RESEND_PAUSE_MS: u64 = 100;
+
+/// How long a binding waits before sending a script call again that Redis
+/// answered with the error `reply` without running it, at the `attempt`-th
+/// resend (from 0): `Some` only for `TRYAGAIN`, which a Cluster node answers
+/// while the slot of a call's keys migrates and it holds only some of them
+/// (a policy of several limits). The call ran nowhere, so a resend cannot
+/// count twice, and the keys are together again once the move ends. A
+/// binding resends (EVALSHA, with its NOSCRIPT fallback as ever) while its
+/// call timeout leaves room for the wait, and otherwise reports the reply as
+/// [`map_server_error`] maps it (`unavailable`). 5, 10, 20, 40, 80, then
+/// 100 ms.
+pub fn resend_pause_ms(reply: &str, attempt: u32) -> Option<u64> {
+    if reply.split_whitespace().next() != Some("TRYAGAIN") {
+        return None;
+    }
+    let doubled = FIRST_RESEND_PAUSE_MS
+        .checked_shl(attempt.min(16))
+        .unwrap_or(u64::MAX);
+    Some(doubled.min(MAX_RESEND_PAUSE_MS))
+}
+
 /// Maps an error reply to the EVAL sent after a NOSCRIPT (or any error once the
 /// retry is spent): a NOSCRIPT again means the server will not run the script,
 /// a `script_error`; everything else maps as in [`map_server_error`].
@@ -177,6 +203,28 @@ mod tests {
             ServerErrorAction::Fail(e) => e,
             ServerErrorAction::RetryWithEval => panic!("{reply}: retry, expected an error"),
         }
+    }
+
+    #[test]
+    fn only_tryagain_is_resent_with_growing_pauses() {
+        let reply = "TRYAGAIN Multiple keys request during rehashing of slot";
+        let pauses: Vec<_> = (0..8).map(|a| resend_pause_ms(reply, a)).collect();
+        assert_eq!(
+            pauses,
+            [5, 10, 20, 40, 80, 100, 100, 100].map(Some).to_vec()
+        );
+        assert_eq!(resend_pause_ms(reply, u32::MAX), Some(MAX_RESEND_PAUSE_MS));
+        for other in [
+            "NOSCRIPT No matching script.",
+            "MOVED 3999 127.0.0.1:7001",
+            "LOADING Redis is loading the dataset in memory",
+            "ERR TRYAGAIN",
+            "",
+        ] {
+            assert_eq!(resend_pause_ms(other, 0), None, "{other}");
+        }
+        // When the resends run out, the reply is unavailable, as ever.
+        assert_eq!(fail(reply).code(), ErrorCode::Unavailable);
     }
 
     #[test]

@@ -10,7 +10,8 @@ use crate::policy::{parse_algorithm, slidelimit_policy};
 use crate::result::{slidelimit_field, slidelimit_result};
 use slidelimit_core::{
     classify_server_error, map_command_error, map_server_error, map_server_error_after_retry,
-    Decision, ErrorCode, Mode, Script, ScriptCall, ServerErrorAction, ServerErrorKind,
+    resend_pause_ms, Decision, ErrorCode, Mode, Script, ScriptCall, ServerErrorAction,
+    ServerErrorKind,
 };
 
 /// Values of the `mode` parameters (passed as `uint32_t`).
@@ -449,6 +450,29 @@ pub unsafe extern "C" fn slidelimit_decision_from_reply(
     })
 }
 
+/// How long to wait before sending a script call again that Redis answered
+/// with the error `text` (any bytes; invalid UTF-8 is replaced) without
+/// running it, at the `attempt`-th resend (from 0): core's
+/// `resend_pause_ms`. `*out_pause_ms` is 0 for a reply that is not to be
+/// resent (anything but TRYAGAIN, which a Cluster node answers while a slot
+/// migrates and it holds only some of a call's keys); then, or when the wait
+/// would pass the call's timeout, map the reply with
+/// `slidelimit_server_error_map`.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_server_error_resend_pause_ms(
+    text: *const u8,
+    text_len: usize,
+    attempt: u32,
+    out_pause_ms: *mut u64,
+) -> slidelimit_result {
+    boundary(MessageOut::NONE, || {
+        let out_pause_ms = out("out_pause_ms", out_pause_ms)?;
+        let text = String::from_utf8_lossy(input("text", text, text_len)?);
+        *out_pause_ms = resend_pause_ms(&text, attempt).unwrap_or(0);
+        Ok(())
+    })
+}
+
 /// Classifies the text of a Redis error reply (any bytes; invalid UTF-8 is
 /// replaced) so every binding treats the same server error the same way.
 /// `*out_code` is the code to report when the binding gives up on it:
@@ -602,6 +626,38 @@ mod tests {
         Box::into_raw(Box::new(slidelimit_policy {
             inner: Policy::new("rl", "geocode", alg, limit, window).unwrap(),
         }))
+    }
+
+    #[test]
+    fn only_tryagain_gets_a_resend_pause() {
+        let mut pause = 7u64;
+        let tryagain = b"TRYAGAIN Multiple keys request during rehashing of slot";
+        for (text, attempt, want) in [
+            (&tryagain[..], 0, 5),
+            (&tryagain[..], 3, 40),
+            (&tryagain[..], 99, 100),
+            (&b"NOSCRIPT No matching script."[..], 0, 0),
+            (&b"\xffTRYAGAIN"[..], 0, 0),
+        ] {
+            let r = unsafe {
+                slidelimit_server_error_resend_pause_ms(
+                    text.as_ptr(),
+                    text.len(),
+                    attempt,
+                    &mut pause,
+                )
+            };
+            assert_eq!(
+                (r, pause),
+                (slidelimit_result::Ok, want),
+                "{text:?} {attempt}"
+            );
+        }
+        let r = unsafe { slidelimit_server_error_resend_pause_ms(null(), 3, 0, &mut pause) };
+        assert_eq!(r, slidelimit_result::NullPointer);
+        let r =
+            unsafe { slidelimit_server_error_resend_pause_ms(tryagain.as_ptr(), 8, 0, null_mut()) };
+        assert_eq!(r, slidelimit_result::NullPointer);
     }
 
     #[test]

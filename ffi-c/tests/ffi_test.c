@@ -556,6 +556,21 @@ static void test_replies(void) {
   CHECK(slidelimit_decision_words_from_reply(NULL, 5, 1, words) == SLIDELIMIT_RESULT_NULL_POINTER);
   CHECK(slidelimit_decision_words_from_reply(allowed, 5, 1, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
 
+  /* TRYAGAIN (a slot migrating under a call's keys) is resent after a
+     growing pause; nothing else is. */
+  uint64_t pause = 7;
+  CHECK(slidelimit_server_error_resend_pause_ms(S("TRYAGAIN Multiple keys request during rehashing of slot"), 0,
+                                                &pause) == SLIDELIMIT_RESULT_OK &&
+        pause == 5);
+  CHECK(slidelimit_server_error_resend_pause_ms(S("TRYAGAIN Multiple keys request during rehashing of slot"), 30,
+                                                &pause) == SLIDELIMIT_RESULT_OK &&
+        pause == 100);
+  CHECK(slidelimit_server_error_resend_pause_ms(S("NOSCRIPT No matching script."), 0, &pause) ==
+            SLIDELIMIT_RESULT_OK &&
+        pause == 0);
+  CHECK(slidelimit_server_error_resend_pause_ms(NULL, 0, 0, &pause) == SLIDELIMIT_RESULT_OK && pause == 0);
+  CHECK(slidelimit_server_error_resend_pause_ms(S("TRYAGAIN"), 0, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+
   slidelimit_server_error kind = 0;
   slidelimit_result code = SLIDELIMIT_RESULT_OK;
   CHECK(slidelimit_server_error_classify(S("NOSCRIPT No matching script."), &kind, &code) ==

@@ -564,6 +564,12 @@ pub fn slot(key: &str) -> u32 {
     u32::from(sl::slot(key))
 }
 
+/// Core's `resend_pause_ms` in JS numbers: the wait before resending a
+/// script call Redis answered with `reply` without running it (TRYAGAIN).
+pub fn resend_pause_ms(reply: &str, attempt: u32) -> Option<f64> {
+    sl::resend_pause_ms(reply, attempt).map(|ms| ms as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,7 +5,7 @@
 /// framework: the `Policy` getters, `scriptText` and `limitsJson`, the `MemoryEngine`
 /// constructor and `keyCount`, the `DenyCache` getters, `forget` and
 /// `clear`, and the free functions `errorCodes`, `constantsJson`, `version`,
-/// `escapeTenant`, `slot` and `limitField`.
+/// `escapeTenant`, `slot`, `resendPauseMs` and `limitField`.
 ///
 /// `$attr` is the framework's attribute macro, in scope at the call site
 /// (`napi` or `wasm_bindgen`). Both read `getter`, `constructor` and
@@ -140,6 +140,15 @@ macro_rules! shared_exports {
         #[$attr]
         pub fn slot(key: String) -> u32 {
             $crate::slot(&key)
+        }
+
+        /// Core's wait in ms before resending a script call Redis refused
+        /// without running it (TRYAGAIN while a slot migrates), at the
+        /// `attempt`-th resend; absent (napi: null, wasm: undefined) when
+        /// the reply is not to be resent.
+        #[$attr(js_name = "resendPauseMs")]
+        pub fn resend_pause_ms(reply: String, attempt: u32) -> Option<f64> {
+            $crate::resend_pause_ms(&reply, attempt)
         }
     };
 }

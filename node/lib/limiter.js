@@ -225,6 +225,14 @@ class Deadlines {
     return ticket;
   }
 
+  /** Milliseconds left until the call's deadline; 0 once it settled or timed out. */
+  left(ticket) {
+    if (ticket < this.#head) return 0;
+    const slot = ticket & this.#mask;
+    if (this.#rejects[slot] === undefined) return 0;
+    return Math.max(0, this.#at[slot] - performance.now());
+  }
+
   /** Stops tracking a call; false if it already timed out. */
   done(ticket) {
     if (ticket < this.#head) return false;
@@ -511,9 +519,18 @@ class Limiter {
       // EVALSHA; core's table says what an error reply means. On NOSCRIPT
       // (empty cache after a restart or failover, or a new Cluster node) EVAL
       // once on the same routed connection: the script did not run, so the
-      // retry cannot double-count.
-      this.#redis.evalsha(...call).then(answer, (err) => {
+      // retry cannot double-count. A TRYAGAIN (a slot migrating under a
+      // policy's keys; the script did not run either) goes again after
+      // core's pause, while the deadline leaves room for it.
+      let attempt = 0;
+      const onError = (err) => {
         if (!isServerError(err)) return fail(err);
+        const pause = core.resendPauseMs(err.message, attempt);
+        if (pause != null && pause < this.#deadlines.left(ticket)) {
+          attempt += 1;
+          setTimeout(() => this.#redis.evalsha(...call).then(answer, onError), pause);
+          return undefined;
+        }
         const failure = policy.mapServerError(err.message, key, false);
         if (failure !== null) {
           if (this.#settle(ticket)) reject(fromCore(failure, err));
@@ -522,7 +539,8 @@ class Limiter {
         const retry = call.slice(); // `call` may be cached: never modify it
         retry[0] = policy.scriptText(peek);
         return this.#redis.eval(...retry).then(answer, fail);
-      });
+      };
+      this.#redis.evalsha(...call).then(answer, onError);
     });
   }
 

@@ -12,6 +12,7 @@ cost within the retry is denied in-process, without a Redis call.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import urllib.parse
 from collections.abc import Sequence
@@ -336,6 +337,13 @@ class Limiter:
         return self._policy._decide(reply)
 
     def _after_error(self, e: BaseException, call: tuple[Any, ...], peek: bool) -> Any:
+        resends = _Resends(self._client)
+        while (pause := resends.pause(e)) is not None:
+            time.sleep(pause)
+            try:
+                return self._client.evalsha(*call)
+            except _TRANSPORT as again:
+                e = again
         error = _call_error(e, self._policy, call[2])
         if error is not None:
             raise error from e
@@ -352,6 +360,46 @@ def _observe_local(
     if metrics is not None:
         metrics.observe(policy, tenant, decision)
         metrics.observe_local_denial(policy, tenant, decision)
+
+
+class _Resends:
+    """Core's resends of one script call that Redis refused without running
+    it (TRYAGAIN: a slot migrating under a policy's keys): each wait is
+    core's, and all of them together stay within the client's socket
+    timeout, which bounds every call."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._attempt = 0
+        self._deadline: float | None = None
+
+    def pause(self, e: BaseException) -> float | None:
+        """Seconds to wait before sending the call again, or None."""
+        text = _server_text(e) if isinstance(e, RedisError) else None
+        ms = None if text is None else _core._resend_pause_ms(text, min(self._attempt, 2**32 - 1))
+        if ms is None:
+            return None
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + _socket_timeout_s(self._client)
+        if now + ms / 1000 >= self._deadline:
+            return None
+        self._attempt += 1
+        return ms / 1000
+
+
+def _socket_timeout_s(client: Any) -> float:
+    """The client's socket timeout (standalone or Cluster, sync or asyncio);
+    DEFAULT_TIMEOUT_MS when it has none."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        kwargs = pool.connection_kwargs
+    elif hasattr(client, "get_connection_kwargs"):
+        kwargs = client.get_connection_kwargs()
+    else:
+        kwargs = {}
+    timeout = kwargs.get("socket_timeout")
+    return float(timeout) if timeout else DEFAULT_TIMEOUT_MS / 1000
 
 
 def _call_error(e: BaseException, policy: Policy, key: str) -> BaseException | None:
@@ -559,6 +607,13 @@ class AsyncLimiter:
         return self._policy._decide(reply)
 
     async def _after_error(self, e: BaseException, call: tuple[Any, ...], peek: bool) -> Any:
+        resends = _Resends(self._client)
+        while (pause := resends.pause(e)) is not None:
+            await asyncio.sleep(pause)
+            try:
+                return await self._client.evalsha(*call)
+            except _TRANSPORT as again:
+                e = again
         error = _call_error(e, self._policy, call[2])
         if error is not None:
             raise error from e

@@ -800,6 +800,14 @@ fn slot(py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
 }
 
 /// Core's table for an error reply to a command that is no script call (DEL).
+/// Core's wait in ms before resending a script call Redis answered with
+/// `reply` without running it (TRYAGAIN while a slot migrates), at the
+/// `attempt`-th resend; None when it is not to be resent.
+#[pyfunction]
+fn _resend_pause_ms(reply: &str, attempt: u32) -> Option<u64> {
+    core::resend_pause_ms(reply, attempt)
+}
+
 #[pyfunction]
 fn _command_error<'py>(py: Python<'py>, reply: &str) -> PyResult<Bound<'py, PyAny>> {
     error_object(py, &core::map_command_error(reply))
@@ -887,6 +895,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<DenyCache>()?;
     m.add_function(wrap_pyfunction!(slot, m)?)?;
     m.add_function(wrap_pyfunction!(_command_error, m)?)?;
+    m.add_function(wrap_pyfunction!(_resend_pause_ms, m)?)?;
     m.add_function(wrap_pyfunction!(check_timeout_ms, m)?)?;
     m.add_function(wrap_pyfunction!(wait_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(_register, m)?)?;

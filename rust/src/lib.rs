@@ -267,7 +267,8 @@ impl Limiter {
             Store::Memory(engine) => engine.eval(&call, system_now_ms())?,
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
-                tokio::time::timeout(timeout, connection.run_script(&call))
+                let deadline = tokio::time::Instant::now() + timeout;
+                tokio::time::timeout(timeout, connection.run_script(&call, deadline))
                     .await
                     .map_err(|_| unavailable_after(timeout, "the script"))??
             }

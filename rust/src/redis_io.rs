@@ -1,6 +1,7 @@
 //! The only I/O in the binding: EVALSHA (with the NOSCRIPT fallback) and DEL
 //! on a standalone or Cluster connection. What an error reply means (retry
-//! with EVAL, or which error) is core's table (`map_server_error`).
+//! with EVAL, resend after a pause, or which error) is core's table
+//! (`map_server_error`, `resend_pause_ms`).
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
@@ -8,10 +9,11 @@ use redis::cluster_async::ClusterConnection;
 use redis::{IntoConnectionInfo, RedisError, TlsCertificates, Value};
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 use slidelimit_core::{
-    map_command_error, map_server_error, map_server_error_after_retry, Error, ErrorCode, Result,
-    ScriptCall, ServerErrorAction,
+    map_command_error, map_server_error, map_server_error_after_retry, resend_pause_ms, Error,
+    ErrorCode, Result, ScriptCall, ServerErrorAction,
 };
 use std::time::Duration;
+use tokio::time::Instant;
 
 #[derive(Clone)]
 pub(crate) enum Connection {
@@ -76,16 +78,31 @@ impl Connection {
     /// Runs the call's script by SHA; a node that lost its script cache
     /// (restart, failover, SCRIPT FLUSH) gets the text once through EVAL. The
     /// script did not run on NOSCRIPT, so the retry cannot double-count.
-    pub(crate) async fn run_script(&self, call: &ScriptCall) -> Result<Vec<i64>> {
+    /// A call Redis refused without running it (TRYAGAIN while a slot
+    /// migrates) is sent again after core's pause, while `deadline` leaves
+    /// room for the wait.
+    pub(crate) async fn run_script(
+        &self,
+        call: &ScriptCall,
+        deadline: Instant,
+    ) -> Result<Vec<i64>> {
         // WRONGTYPE names the (first) key and its algorithm.
         let (key, algorithm) = call.first_key();
         let by_sha = script_command("EVALSHA", call.script.sha1(), call);
-        let e = match self.query(&by_sha).await {
-            Ok(reply) => return integers(reply),
-            Err(e) => e,
-        };
-        let Some(text) = server_text(&e) else {
-            return Err(unavailable(e));
+        let mut attempt = 0;
+        let text = loop {
+            let e = match self.query(&by_sha).await {
+                Ok(reply) => return integers(reply),
+                Err(e) => e,
+            };
+            let Some(text) = server_text(&e) else {
+                return Err(unavailable(e));
+            };
+            match resend_pause_ms(&text, attempt).map(Duration::from_millis) {
+                Some(wait) if Instant::now() + wait < deadline => tokio::time::sleep(wait).await,
+                _ => break text,
+            }
+            attempt += 1;
         };
         match map_server_error(&text, key, algorithm) {
             ServerErrorAction::Fail(error) => Err(error),

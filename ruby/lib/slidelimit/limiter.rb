@@ -389,7 +389,7 @@ module Slidelimit
     # node (a restart, a failover, a Cluster node never used before). The
     # script did not run on NOSCRIPT, so the retry cannot count twice.
     def eval_script(redis, sha, text, keys, argv)
-      redis.evalsha(sha, keys, argv)
+      evalsha_resending(redis, sha, keys, argv)
     rescue ::Redis::CommandError => e
       retry_eval, error = map_script_error(e, keys[0], false)
       raise error unless retry_eval
@@ -399,6 +399,39 @@ module Slidelimit
       rescue ::Redis::CommandError => e2
         raise map_script_error(e2, keys[0], true)[1]
       end
+    end
+
+    # EVALSHA, sent again after core's pause while Redis refuses it without
+    # running it (TRYAGAIN: a slot migrating under a policy's keys), for as
+    # long as the client's timeout leaves room for the wait.
+    def evalsha_resending(redis, sha, keys, argv)
+      attempt = 0
+      deadline = nil
+      begin
+        redis.evalsha(sha, keys, argv)
+      rescue ::Redis::CommandError => e
+        pause = resend_pause(e, attempt)
+        raise if pause.nil?
+
+        now = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+        deadline ||= now + (redis._client.timeout || 0)
+        raise if now + pause >= deadline
+
+        sleep(pause)
+        attempt += 1
+        retry
+      end
+    end
+
+    # Core's wait in seconds before resending a call Redis answered with this
+    # error, or nil when it is not to be resent.
+    def resend_pause(error, attempt)
+      reply = error.message.b
+      pause_ms = FFI::MemoryPointer.new(:uint64)
+      result = Native.slidelimit_server_error_resend_pause_ms(reply, reply.bytesize, [attempt, 0xFFFF_FFFF].min,
+                                                               pause_ms)
+      ms = result == Native::RESULT_OK ? pause_ms.read(:uint64) : 0
+      ms.positive? ? ms / 1000.0 : nil
     end
 
     def with_redis

@@ -118,6 +118,7 @@ module Slidelimit
     attach_function :slidelimit_server_error_map,
                     %i[buffer_in size_t buffer_in size_t uint32 bool pointer pointer pointer size_t pointer field
                        msg msg_cap msg_len field], :result
+    attach_function :slidelimit_server_error_resend_pause_ms, %i[buffer_in size_t uint32 pointer], :result
     attach_function :slidelimit_server_error_map_command,
                     %i[buffer_in size_t pointer pointer size_t pointer field], :result
     attach_function :slidelimit_memory_new, [:pointer], :result
