@@ -682,7 +682,8 @@ def tryagain(ctx):
     "Server errors"), so the call succeeds once the keys are together, and
     counts once; while the refusals last past the timeout it is
     unavailable, naming TRYAGAIN, within the timeout, and nothing is
-    recorded. A proxy answers the calls in Redis's place."""
+    recorded. A MOVED the client did not follow is sent once more, then
+    unavailable. A proxy answers the calls in Redis's place."""
     server = ctx.redis()
     proxy = ctx.own(ReplyRewriter(server.port))
     admin = server.client()
@@ -713,6 +714,18 @@ def tryagain(ctx):
         ctx.check(
             ms >= 5 + 10 + 20, f"{what}: answered in {ms:.0f} ms, before core's pauses (35 ms)"
         )
+    # A redirect the client did not follow (a standalone client here): sent
+    # once more, then unavailable at once.
+    proxy.refusal = f"-MOVED 8000 127.0.0.1:{server.port}\r\n".encode()
+    reply, ms, made = refused_then("one MOVED", 1, {"op": "acquire", "tenant": "t"})
+    expect_decision(ctx, reply, "after one MOVED", allowed=True, remaining=0)
+    ctx.check(made == 1, f"one MOVED: {made} calls refused, want 1")
+    reply, ms, made = refused_then("MOVED twice", 10**6, {"op": "peek", "tenant": "t"})
+    if expect_error(
+        ctx, reply, "MOVED twice", "unavailable", contains=["slot map is changing", "MOVED 8000"]
+    ):
+        ctx.check(made == 2, f"MOVED twice: {made} calls sent, want 2 (one resend)")
+    proxy.refusal = ReplyRewriter.TRYAGAIN
     reply, ms, made = refused_then("refused throughout", 10**6, {"op": "acquire", "tenant": "t"})
     if expect_error(ctx, reply, "refused past the timeout", "unavailable", contains=["TRYAGAIN"]):
         ctx.check(ms <= timeout + SLACK_MS, f"refused past the timeout: {ms:.0f} ms")
@@ -720,11 +733,10 @@ def tryagain(ctx):
     expect_decision(
         ctx,
         d.req(op="peek", tenant="t"),
-        "after the refusals: two permits held, none from the refused calls",
-        allowed=True,
-        remaining=0,  # 3, less the two held, less the peek's own 1
+        "after the refusals: three permits held, none from the refused calls",
+        allowed=False,
     )
-    ctx.check(admin("LLEN", d.key("t")) == 2, "two permits in the log")
+    ctx.check(admin("LLEN", d.key("t")) == 3, "three permits in the log")
     expect_keys_expire(ctx, admin, "tryagain")
 
 

@@ -93,22 +93,31 @@ pub const MAX_RESEND_PAUSE_MS: u64 = 100;
 
 /// How long a binding waits before sending a script call again that Redis
 /// answered with the error `reply` without running it, at the `attempt`-th
-/// resend (from 0): `Some` only for `TRYAGAIN`, which a Cluster node answers
-/// while the slot of a call's keys migrates and it holds only some of them
-/// (a policy of several limits). The call ran nowhere, so a resend cannot
-/// count twice, and the keys are together again once the move ends. A
-/// binding resends (EVALSHA, with its NOSCRIPT fallback as ever) while its
-/// call timeout leaves room for the wait, and otherwise reports the reply as
-/// [`map_server_error`] maps it (`unavailable`). 5, 10, 20, 40, 80, then
-/// 100 ms.
+/// resend (from 0). The call ran nowhere, so a resend cannot count twice:
+/// - `TRYAGAIN`, which a Cluster node answers while the slot of a call's
+///   keys migrates and it holds only some of them (a policy of several
+///   limits): every attempt, 5, 10, 20, 40, 80, then 100 ms, since the keys
+///   are together again once the move ends;
+/// - `MOVED` or `ASK` that reached the binding (the Cluster client spent its
+///   own redirects while a slot moved): the first attempt only, after 5 ms,
+///   so that a client that never follows redirects (a standalone client on a
+///   Cluster node) still fails at once after it.
+///
+/// `None` for anything else. A binding resends (EVALSHA, with its NOSCRIPT
+/// fallback as ever) while its call timeout leaves room for the wait, and
+/// otherwise reports the reply as [`map_server_error`] maps it
+/// (`unavailable`).
 pub fn resend_pause_ms(reply: &str, attempt: u32) -> Option<u64> {
-    if reply.split_whitespace().next() != Some("TRYAGAIN") {
-        return None;
+    match row(reply) {
+        Row::Transient if reply.split_whitespace().next() == Some("TRYAGAIN") => {
+            let doubled = FIRST_RESEND_PAUSE_MS
+                .checked_shl(attempt.min(16))
+                .unwrap_or(u64::MAX);
+            Some(doubled.min(MAX_RESEND_PAUSE_MS))
+        }
+        Row::Redirect if attempt == 0 => Some(FIRST_RESEND_PAUSE_MS),
+        _ => None,
     }
-    let doubled = FIRST_RESEND_PAUSE_MS
-        .checked_shl(attempt.min(16))
-        .unwrap_or(u64::MAX);
-    Some(doubled.min(MAX_RESEND_PAUSE_MS))
 }
 
 /// Maps an error reply to the EVAL sent after a NOSCRIPT (or any error once the
@@ -206,7 +215,7 @@ mod tests {
     }
 
     #[test]
-    fn only_tryagain_is_resent_with_growing_pauses() {
+    fn tryagain_is_resent_with_growing_pauses_a_redirect_once() {
         let reply = "TRYAGAIN Multiple keys request during rehashing of slot";
         let pauses: Vec<_> = (0..8).map(|a| resend_pause_ms(reply, a)).collect();
         assert_eq!(
@@ -216,7 +225,6 @@ mod tests {
         assert_eq!(resend_pause_ms(reply, u32::MAX), Some(MAX_RESEND_PAUSE_MS));
         for other in [
             "NOSCRIPT No matching script.",
-            "MOVED 3999 127.0.0.1:7001",
             "LOADING Redis is loading the dataset in memory",
             "ERR TRYAGAIN",
             "",
@@ -225,6 +233,11 @@ mod tests {
         }
         // When the resends run out, the reply is unavailable, as ever.
         assert_eq!(fail(reply).code(), ErrorCode::Unavailable);
+        // A redirect the client did not follow: once, then unavailable.
+        for redirect in ["MOVED 3999 127.0.0.1:7001", "ASK 3999 127.0.0.1:7001"] {
+            assert_eq!(resend_pause_ms(redirect, 0), Some(FIRST_RESEND_PAUSE_MS));
+            assert_eq!(resend_pause_ms(redirect, 1), None);
+        }
     }
 
     #[test]

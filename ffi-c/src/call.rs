@@ -453,11 +453,11 @@ pub unsafe extern "C" fn slidelimit_decision_from_reply(
 /// How long to wait before sending a script call again that Redis answered
 /// with the error `text` (any bytes; invalid UTF-8 is replaced) without
 /// running it, at the `attempt`-th resend (from 0): core's
-/// `resend_pause_ms`. `*out_pause_ms` is 0 for a reply that is not to be
-/// resent (anything but TRYAGAIN, which a Cluster node answers while a slot
-/// migrates and it holds only some of a call's keys); then, or when the wait
-/// would pass the call's timeout, map the reply with
-/// `slidelimit_server_error_map`.
+/// `resend_pause_ms`: TRYAGAIN (a Cluster node whose migrating slot holds
+/// only some of a call's keys) at every attempt, a MOVED or ASK the client
+/// did not follow at the first. `*out_pause_ms` is 0 for a reply that is
+/// not to be resent; then, or when the wait would pass the call's timeout,
+/// map the reply with `slidelimit_server_error_map`.
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_server_error_resend_pause_ms(
     text: *const u8,
@@ -629,7 +629,7 @@ mod tests {
     }
 
     #[test]
-    fn only_tryagain_gets_a_resend_pause() {
+    fn tryagain_and_a_first_redirect_get_a_resend_pause() {
         let mut pause = 7u64;
         let tryagain = b"TRYAGAIN Multiple keys request during rehashing of slot";
         for (text, attempt, want) in [
@@ -637,6 +637,8 @@ mod tests {
             (&tryagain[..], 3, 40),
             (&tryagain[..], 99, 100),
             (&b"NOSCRIPT No matching script."[..], 0, 0),
+            (&b"MOVED 3999 127.0.0.1:7001"[..], 0, 5),
+            (&b"MOVED 3999 127.0.0.1:7001"[..], 1, 0),
             (&b"\xffTRYAGAIN"[..], 0, 0),
         ] {
             let r = unsafe {

@@ -535,11 +535,11 @@ slidelimit_result slidelimit_decision_from_reply(const int64_t *reply, size_t re
  * How long to wait before sending a script call again that Redis answered
  * with the error `text` (any bytes; invalid UTF-8 is replaced) without
  * running it, at the `attempt`-th resend (from 0): core's
- * `resend_pause_ms`. `*out_pause_ms` is 0 for a reply that is not to be
- * resent (anything but TRYAGAIN, which a Cluster node answers while a slot
- * migrates and it holds only some of a call's keys); then, or when the wait
- * would pass the call's timeout, map the reply with
- * `slidelimit_server_error_map`.
+ * `resend_pause_ms`: TRYAGAIN (a Cluster node whose migrating slot holds
+ * only some of a call's keys) at every attempt, a MOVED or ASK the client
+ * did not follow at the first. `*out_pause_ms` is 0 for a reply that is
+ * not to be resent; then, or when the wait would pass the call's timeout,
+ * map the reply with `slidelimit_server_error_map`.
  */
 slidelimit_result slidelimit_server_error_resend_pause_ms(const uint8_t *text, size_t text_len, uint32_t attempt, uint64_t *out_pause_ms);
 
