@@ -88,6 +88,8 @@ class Lang:
         self.recorded = []
         self.denied = 0
         self.errors = OrderedDict()
+        # code -> the first message logged with it (drivers since 2026-12-04)
+        self.first_message = {}
         self.inconsistent = 0
 
 
@@ -111,6 +113,7 @@ def read_logs(paths, window_ms=None, costs=None):
                     if "error" in d:
                         code = str(d["error"])
                         lang.errors[code] = lang.errors.get(code, 0) + 1
+                        lang.first_message.setdefault(code, d.get("message"))
                         continue
                     allowed, now, retry = d["allowed"], d["now_ms"], d["retry_after_ms"]
                     # Only the recorded times need it (older logs lack it).
@@ -142,6 +145,12 @@ def read_logs(paths, window_ms=None, costs=None):
     return langs
 
 
+def first_message(lang, code):
+    """', the first: <message>' when the log carried one, else nothing."""
+    message = lang.first_message.get(code)
+    return f", the first: {message[:300]!r}" if isinstance(message, str) else ""
+
+
 def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, costs=None):
     """Prints the table; returns (problems, summary). With recorded, the
     counts are of the recorded times (see --recorded). Counts are of
@@ -160,6 +169,7 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, co
     head = f"{'lang':<12} {'attempts':>9} {'allowed':>8} {'denied':>9} {'errors':>7} {'largest rolling':>16}"
     print(head)
     rows = {}
+    tolerated = []
     for name, lang in langs.items():
         own, _ = largest_rolling_count(sorted(times(lang)), window_ms)
         errors = sum(lang.errors.values())
@@ -175,9 +185,15 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, co
             "largest_rolling": own,
         }
         if errors > max_errors:
-            detail = ", ".join(f"{n} {code}" for code, n in lang.errors.items())
+            detail = ", ".join(
+                f"{n} {code}" + first_message(lang, code) for code, n in lang.errors.items()
+            )
             bound = f", more than the bound of {max_errors}" if max_errors else ""
             problems.append(f"{name}: {errors} call(s) failed ({detail}){bound}")
+        elif errors:
+            # within the bound: not a failure, but what failed is worth seeing
+            for code, n in lang.errors.items():
+                tolerated.append(f"{name}: {n} {code}{first_message(lang, code)}")
         if lang.inconsistent:
             what = "retry_after_ms or reset_after_ms" if recorded else "retry_after_ms"
             problems.append(f"{name}: {lang.inconsistent} decision(s) with an inconsistent {what}")
@@ -215,6 +231,8 @@ def check(langs, limit, window_ms, report_only, max_errors=0, recorded=False, co
     if max_errors:
         worst = max((r["errors"] for r in rows.values()), default=0)
         print(f"errors surfaced per process: at most {worst}, bound {max_errors}")
+    for line in tolerated:
+        print(f"tolerated errors, {line}")
     if not langs:
         problems.append("no decision logged at all")
     # A language without a permit took no part in sharing the budget, unless

@@ -156,6 +156,27 @@ class Check(unittest.TestCase):
         self.assertEqual(status, 1)
         self.assertIn("go: 2 call(s) failed (2 unavailable), more than the bound of 1", out)
 
+    def test_the_first_message_of_each_code_is_shown(self):
+        lines = [
+            line("go", True, 0),
+            line("go", True, 50),
+            json.dumps({"lang": "go", "error": "unavailable", "message": "TRYAGAIN first"}),
+            json.dumps({"lang": "go", "error": "unavailable", "message": "TRYAGAIN second"}),
+            json.dumps({"lang": "go", "error": "script_error"}),  # an older driver: no message
+        ]
+        status, out, _ = self.run_check(lines, "--max-errors", "3")
+        self.assertEqual(status, 0, out)
+        self.assertIn("tolerated errors, go: 2 unavailable, the first: 'TRYAGAIN first'", out)
+        self.assertIn("tolerated errors, go: 1 script_error\n", out)
+        self.assertNotIn("second", out)
+        status, out, _ = self.run_check(lines, "--max-errors", "2")
+        self.assertEqual(status, 1)
+        self.assertIn(
+            "go: 3 call(s) failed (2 unavailable, the first: 'TRYAGAIN first', 1 script_error), "
+            "more than the bound of 2",
+            out,
+        )
+
     def test_recorded_times_pass_a_skewed_but_valid_log(self):
         # Limit 2 per 100 ms. go's clock lags 50 ms, so its now_ms put three
         # admissions in one (t - 100, t] (70, 90, 120); but go's call at now

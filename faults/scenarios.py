@@ -339,6 +339,8 @@ def unreachable(ctx):
     closed = ctx.own(ClosedPort())
     killed = ctx.redis()
     killed.stop()
+    # held, so no other process can take the port and answer in its place
+    ctx.own(ClosedPort(killed.port))
     d = ctx.driver()
     policy = _policy("dead", "sliding_log", 3, 1000)
     for what, url, timeout in (

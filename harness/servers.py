@@ -525,12 +525,22 @@ def resp_encode(value, resp3=False):
 
 
 class ClosedPort:
-    """A loopback port that refuses connections: bound, never listening, so
-    no other process can take it while we hold it."""
+    """A loopback port that refuses connections: bound, never listening. While
+    it is held the kernel hands the port to no bind of port 0 (how free_port
+    and every test picks a server's port), so no other test's server takes
+    it. port: one to hold (say a stopped server's, which the next server
+    started could otherwise get and answer on); by default the kernel picks
+    one. (A process that binds this very port with SO_REUSEADDR still can.)"""
 
-    def __init__(self):
+    def __init__(self, port=0):
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
+        # a stopped server's port may still have connections in TIME_WAIT
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            self.sock.bind(("127.0.0.1", port))
+        except OSError as e:
+            self.sock.close()
+            raise RuntimeError(f"cannot hold loopback port {port}: {e}") from e
         self.port = self.sock.getsockname()[1]
 
     @property

@@ -219,7 +219,8 @@ async function runLoad(limiter, load) {
       } catch (e) {
         errors += 1;
         const code = e instanceof slidelimit.SlidelimitError ? e.code : 'internal';
-        lines.push(`{"lang":${lang},"error":${JSON.stringify(code)}}`);
+        const message = JSON.stringify(String(e?.message));
+        lines.push(`{"lang":${lang},"error":${JSON.stringify(code)},"message":${message}}`);
       }
       // Yield even without jitter, so that a memory store's calls (settled
       // without I/O) do not starve the other callers' timers.

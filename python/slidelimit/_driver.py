@@ -407,7 +407,9 @@ class Plan:
                 )
             except slidelimit.Error as e:
                 errors += 1
-                lines.append(f'{{"lang":{self.lang},"error":"{e.code}"}}\n')
+                lines.append(
+                    f'{{"lang":{self.lang},"error":"{e.code}","message":{dumps(e.message)}}}\n'
+                )
             pause = random.randint(0, self.jitter_ms)
             time.sleep(pause / 1000)
 

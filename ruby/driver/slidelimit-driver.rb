@@ -248,11 +248,11 @@ module SlidelimitDriver
             { "lang" => lang, "allowed" => d.allowed?, "now_ms" => d.now_ms, "retry_after_ms" => d.retry_after_ms,
               "reset_after_ms" => d.reset_after_ms }
           rescue Slidelimit::Error => e
-            { "lang" => lang, "error" => e.code.to_s }
+            { "lang" => lang, "error" => e.code.to_s, "message" => e.message }
           rescue StandardError => e
             # Not a slidelimit error: a bug in the gem the harness must see.
             warn "load: acquire raised #{e.class}: #{e.message}"
-            { "lang" => lang, "error" => "raised #{e.class}" }
+            { "lang" => lang, "error" => "raised #{e.class}", "message" => e.message }
           end
           lines << line
           Thread.pass if crowded

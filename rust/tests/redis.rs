@@ -175,8 +175,9 @@ fn a_key_of_the_wrong_type_is_wrong_type() {
     assert!(e.message().contains("WRONGTYPE"), "{e}");
 }
 
-/// Binds `port` and never listens: connections to it are refused, and no
-/// other test's server can take the port while the socket is held. So a
+/// Binds `port` and never listens: connections to it are refused, and the
+/// kernel hands the port to no other bind of port 0 (how every test picks its
+/// server's port) while the socket is held. So a
 /// client still pointed at a stopped server meets a refused connection, not
 /// whichever server got the freed port next.
 fn hold_closed(port: u16) -> socket2::Socket {

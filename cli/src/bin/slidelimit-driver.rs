@@ -486,7 +486,11 @@ impl Plan {
                 ),
                 Err(e) => {
                     errors += 1;
-                    format!("{{\"lang\":{lang},\"error\":\"{}\"}}\n", e.code())
+                    format!(
+                        "{{\"lang\":{lang},\"error\":\"{}\",\"message\":{}}}\n",
+                        e.code(),
+                        json_str(e.message())
+                    )
                 }
             });
             sleep_ms(next_random(&mut random) % self.jitter_ms.saturating_add(1)).await;

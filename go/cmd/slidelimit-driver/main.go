@@ -89,9 +89,17 @@ func errorLine(err error) string {
 	if f := e.Field(); f != "" {
 		field = jsonString(f)
 	}
-	// Error() is "slidelimit: <code>: <message>[: <cause>]"; the code has its own key.
-	message := strings.TrimPrefix(e.Error(), "slidelimit: "+e.Code.String()+": ")
-	return `{"error":` + jsonString(e.Code.String()) + `,"field":` + field + `,"message":` + jsonString(message) + `}`
+	return `{"error":` + jsonString(e.Code.String()) + `,"field":` + field + `,"message":` + jsonString(messageOf(err)) + `}`
+}
+
+// messageOf is an error's text without the "slidelimit: <code>: " that
+// Error() starts with: the code has its own key wherever it is printed.
+func messageOf(err error) string {
+	var e *slidelimit.Error
+	if !errors.As(err, &e) {
+		return err.Error()
+	}
+	return strings.TrimPrefix(e.Error(), "slidelimit: "+e.Code.String()+": ")
 }
 
 // request is one line, read by name with the JSON type each field has in the
@@ -760,7 +768,7 @@ func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
 			if !ok {
 				code = slidelimit.ErrInternal
 			}
-			lines = fmt.Appendf(lines, "{\"lang\":%s,\"error\":\"%s\"}\n", lang, code)
+			lines = fmt.Appendf(lines, "{\"lang\":%s,\"error\":\"%s\",\"message\":%s}\n", lang, code, jsonString(messageOf(err)))
 		} else {
 			lines = fmt.Appendf(lines,
 				"{\"lang\":%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d,\"reset_after_ms\":%d}\n",
