@@ -32,6 +32,11 @@ start)
       ok=1
       for port in "$@"; do
         redis-cli -p "$port" cluster info 2>/dev/null | grep -q 'cluster_state:ok' || ok=0
+        # Every node must know every role: a node told late that another is a
+        # replica still lists it as a master (SETSLOT there is refused, and
+        # its CLUSTER SLOTS leaves the replica out).
+        redis-cli -p "$port" cluster nodes 2>/dev/null |
+          awk '$3 ~ /master/ { m++ } $3 ~ /slave/ { s++ } END { exit !(m == 3 && s == 3) }' || ok=0
         # A replica counts once its first sync is done, so failovers have data to keep.
         if redis-cli -p "$port" role 2>/dev/null | head -1 | grep -q slave; then
           redis-cli -p "$port" info replication 2>/dev/null | grep -q 'master_link_status:up' || ok=0

@@ -141,6 +141,14 @@ impl Limiter {
     }
 
     /// Connects to a Redis Cluster through any of its nodes.
+    ///
+    /// While a slot moves, an `ASK` the client gives up on is sent once more
+    /// to the node it names, with `ASKING` in the same write. A call that
+    /// times out when the connection has answered nothing for half a
+    /// timeout starts a new connection in the background, and later calls
+    /// wait for it: redis-rs 1.8's Cluster client can stop answering for
+    /// good while a slot moves (docs/audit.md, "Slot migration"). The call
+    /// that timed out is not sent again, since Redis may have run it.
     pub async fn connect_cluster(
         urls: &[&str],
         policy: Policy,
@@ -232,7 +240,10 @@ impl Limiter {
                 let timeout = self.options.timeout;
                 tokio::time::timeout(timeout, connection.delete(&keys))
                     .await
-                    .map_err(|_| unavailable_after(timeout, "DEL"))?
+                    .map_err(|_| {
+                        connection.ran_out_of_time();
+                        unavailable_after(timeout, "DEL")
+                    })?
             }
         }
     }
@@ -270,7 +281,10 @@ impl Limiter {
                 let deadline = tokio::time::Instant::now() + timeout;
                 tokio::time::timeout(timeout, connection.run_script(&call, deadline))
                     .await
-                    .map_err(|_| unavailable_after(timeout, "the script"))??
+                    .map_err(|_| {
+                        connection.ran_out_of_time();
+                        unavailable_after(timeout, "the script")
+                    })??
             }
         };
         let decision = Decision::from_reply(&reply, self.policy.limits().len())?;

@@ -6,19 +6,93 @@
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{IntoConnectionInfo, RedisError, TlsCertificates, Value};
+use redis::cluster_routing::SingleNodeRoutingInfo;
+use redis::{IntoConnectionInfo, RedisError, ServerErrorKind, TlsCertificates, Value};
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 use slidelimit_core::{
     map_command_error, map_server_error, map_server_error_after_retry, resend_pause_ms, Error,
     ErrorCode, Result, ScriptCall, ServerErrorAction,
 };
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 #[derive(Clone)]
 pub(crate) enum Connection {
     Standalone(ConnectionManager),
-    Cluster(ClusterConnection),
+    Cluster(Arc<Cluster>),
+}
+
+/// The Cluster client, and a connection that is replaced when it stops
+/// answering. redis-rs 1.8's `cluster_async` can stop for good while a slot
+/// moves: every `MOVED` starts a slot refresh, which waits for the lock on
+/// its connection map while calls that were granted that lock are not
+/// polled until the refresh is done. Seen in `make audit-reshard` (the last
+/// refresh wanted the lock and never got it; no reconnect was under way),
+/// in three of four runs of the Rust driver alone. A timed-out call with no
+/// answer from this connection for half a timeout starts one replacement
+/// in the background, and calls wait for it. A call already sent on the old
+/// connection is not sent again: Redis may have run it.
+pub(crate) struct Cluster {
+    client: ClusterClient,
+    timeout: Duration,
+    current: RwLock<ClusterConnection>,
+    replacing: AtomicBool,
+    replaced: Notify,
+    replacements: AtomicU64,
+    // Milliseconds since `started` of the last answer from `current`.
+    started: Instant,
+    answered_ms: AtomicU64,
+}
+
+impl Cluster {
+    /// The connection to use; while one is being replaced, the new one
+    /// (the caller's timeout bounds the wait).
+    async fn connection(&self) -> ClusterConnection {
+        let replaced = self.replaced.notified();
+        tokio::pin!(replaced);
+        replaced.as_mut().enable();
+        if self.replacing.load(Ordering::Acquire) {
+            replaced.await;
+        }
+        self.current
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn answered(&self) {
+        let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.answered_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn ran_out_of_time(self: &Arc<Self>) {
+        let silent_for = self.started.elapsed().saturating_sub(Duration::from_millis(
+            self.answered_ms.load(Ordering::Relaxed),
+        ));
+        // Half a timeout: the first calls to time out started just before
+        // the connection stopped, and a later answer means it did not.
+        if silent_for < self.timeout / 2 || self.replacing.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let cluster = Arc::clone(self);
+        tokio::spawn(async move {
+            let connected =
+                tokio::time::timeout(cluster.timeout, cluster.client.get_async_connection()).await;
+            if let Ok(Ok(connection)) = connected {
+                *cluster
+                    .current
+                    .write()
+                    .unwrap_or_else(PoisonError::into_inner) = connection;
+                cluster.answered();
+                cluster.replacements.fetch_add(1, Ordering::Relaxed);
+            }
+            cluster.replacing.store(false, Ordering::Release);
+            cluster.replaced.notify_waiters();
+        });
+    }
 }
 
 impl Connection {
@@ -65,14 +139,44 @@ impl Connection {
         }
         let client = builder.build().map_err(|e| Error::invalid("urls", e))?;
         let connection = client.get_async_connection().await.map_err(from_redis)?;
-        Ok(Connection::Cluster(connection))
+        Ok(Connection::Cluster(Arc::new(Cluster {
+            client,
+            timeout,
+            current: RwLock::new(connection),
+            replacing: AtomicBool::new(false),
+            replaced: Notify::new(),
+            replacements: AtomicU64::new(0),
+            started: Instant::now(),
+            answered_ms: AtomicU64::new(0),
+        })))
+    }
+
+    /// A call on this connection did not finish within its timeout.
+    pub(crate) fn ran_out_of_time(&self) {
+        if let Connection::Cluster(cluster) = self {
+            cluster.ran_out_of_time();
+        }
     }
 
     async fn query(&self, cmd: &redis::Cmd) -> std::result::Result<Value, RedisError> {
-        match self {
-            Connection::Standalone(c) => cmd.query_async(&mut c.clone()).await,
-            Connection::Cluster(c) => cmd.query_async(&mut c.clone()).await,
+        let cluster = match self {
+            Connection::Standalone(c) => return cmd.query_async(&mut c.clone()).await,
+            Connection::Cluster(cluster) => cluster,
+        };
+        let connection = cluster.connection().await;
+        let reply = match cmd.query_async(&mut connection.clone()).await {
+            Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::Ask) => {
+                asking_importing_node(&connection, cmd, e).await
+            }
+            reply => reply,
+        };
+        match &reply {
+            Err(e) if e.is_timeout() => cluster.ran_out_of_time(),
+            Err(e) if e.code().is_none() => {}
+            // A value or an error reply: the connection answers.
+            _ => cluster.answered(),
         }
+        reply
     }
 
     /// Runs the call's script by SHA; a node that lost its script cache
@@ -125,6 +229,41 @@ impl Connection {
             .await
             .map(drop)
             .map_err(from_redis)
+    }
+}
+
+/// Sends `cmd` once more to the node an `ASK` named, with `ASKING` in the
+/// same write. redis-rs 1.8 follows an `ASK` itself, but sends `ASKING` and
+/// the command as two requests on the node's shared connection: under
+/// concurrency another caller's command can take the one-shot `ASKING` flag
+/// in between, the node answers `MOVED` back, and the redirect loops until
+/// the client's retries run out. Only then is this reached. The node did not
+/// run the command when it answered `ASK`, so this cannot run it twice.
+async fn asking_importing_node(
+    connection: &ClusterConnection,
+    cmd: &redis::Cmd,
+    ask: RedisError,
+) -> std::result::Result<Value, RedisError> {
+    let node = ask.redirect_node().and_then(|(address, _slot)| {
+        let (host, port) = address.rsplit_once(':')?;
+        Some((host.to_owned(), port.parse::<u16>().ok()?))
+    });
+    let Some((host, port)) = node else {
+        return Err(ask);
+    };
+    let mut pipeline = redis::pipe();
+    pipeline.cmd("ASKING").add_command(cmd.clone());
+    let route = SingleNodeRoutingInfo::ByAddress { host, port };
+    let replies = connection
+        .clone()
+        .route_pipeline(pipeline, 0, 2, route)
+        .await?;
+    match <[Value; 2]>::try_from(replies) {
+        Ok([asking, reply]) => {
+            asking.extract_error()?;
+            reply.extract_error()
+        }
+        Err(_) => Err(ask),
     }
 }
 
@@ -199,5 +338,185 @@ pub(crate) fn from_redis(e: RedisError) -> Error {
     match server_text(&e) {
         Some(text) => map_command_error(&text),
         None => unavailable(e),
+    }
+}
+
+// The integration tests' helpers (`make test`'s servers).
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod test_common;
+
+#[cfg(test)]
+mod tests {
+    //! Against the Cluster that `make test` (scripts/with-cluster.sh) started.
+    use super::*;
+
+    use super::test_common::cluster_urls;
+
+    async fn connect(timeout: Duration) -> Arc<Cluster> {
+        let urls = cluster_urls();
+        let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+        match Connection::cluster(&urls, timeout, None).await.unwrap() {
+            Connection::Cluster(cluster) => cluster,
+            Connection::Standalone(_) => unreachable!("a Cluster connection"),
+        }
+    }
+
+    fn node(port: u16) -> redis::Connection {
+        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+            .and_then(|c| c.get_connection())
+            .unwrap()
+    }
+
+    /// (id, port) of the master that owns `slot`, and of another master.
+    fn owner_and_other(slot: u16) -> ((String, u16), (String, u16)) {
+        let seed = cluster_urls()[0].clone();
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
+            .query(&mut redis::Client::open(seed).unwrap().get_connection().unwrap())
+            .unwrap();
+        let mut owner = None;
+        let mut other = None;
+        for line in nodes.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if !f[2].contains("master") {
+                continue;
+            }
+            let port: u16 = f[1]
+                .split('@')
+                .next()
+                .unwrap()
+                .rsplit(':')
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap();
+            let owns = f[8..].iter().any(|range| {
+                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
+                matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
+            });
+            let entry = Some((f[0].to_owned(), port));
+            if owns {
+                owner = entry;
+            } else if other.is_none() {
+                other = entry;
+            }
+        }
+        (owner.unwrap(), other.unwrap())
+    }
+
+    /// How many `command` calls the node at `port` has run (INFO commandstats).
+    fn calls(port: u16, command: &str) -> u64 {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query(&mut node(port))
+            .unwrap();
+        let prefix = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+    }
+
+    /// Puts a slot back to stable on both nodes even when the test fails.
+    struct Migrating {
+        slot: u16,
+        ports: [u16; 2],
+    }
+
+    impl Drop for Migrating {
+        fn drop(&mut self) {
+            for port in self.ports {
+                let _: redis::RedisResult<()> = redis::cmd("CLUSTER")
+                    .arg("SETSLOT")
+                    .arg(self.slot)
+                    .arg("STABLE")
+                    .query(&mut node(port));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn an_ask_is_sent_again_with_asking_in_the_same_write() {
+        let cluster = connect(Duration::from_secs(2)).await;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        let key = format!("ask-test-{}-{nanos}", std::process::id());
+        let slot = slidelimit_core::slot(&key);
+        let ((source_id, source), (target_id, target)) = owner_and_other(slot);
+        let _stable = Migrating {
+            slot,
+            ports: [source, target],
+        };
+        let mut importing = node(target);
+        let mut migrating = node(source);
+        let setslot = |state: &str, id: &str| {
+            let mut cmd = redis::cmd("CLUSTER");
+            cmd.arg("SETSLOT").arg(slot).arg(state).arg(id);
+            cmd
+        };
+        let _: () = setslot("IMPORTING", &source_id)
+            .query(&mut importing)
+            .unwrap();
+        let _: () = setslot("MIGRATING", &target_id)
+            .query(&mut migrating)
+            .unwrap();
+        // The key lives on the importing node only, as after a MIGRATE.
+        let _: () = redis::cmd("ASKING").query(&mut importing).unwrap();
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("moved")
+            .query(&mut importing)
+            .unwrap();
+
+        let mut get = redis::cmd("GET");
+        get.arg(&key);
+        let ask = get.query::<Value>(&mut migrating).unwrap_err();
+        assert_eq!(
+            ask.kind(),
+            redis::ErrorKind::Server(ServerErrorKind::Ask),
+            "{ask}"
+        );
+        let connection = cluster.connection().await;
+        let (gets_before, asked_before) = (calls(source, "get"), calls(target, "asking"));
+        let target_gets_before = calls(target, "get");
+        let reply = asking_importing_node(&connection, &get, ask).await.unwrap();
+        assert_eq!(reply, Value::BulkString(b"moved".to_vec()));
+        // One write to the importing node, nothing back to the old owner.
+        assert_eq!(calls(source, "get"), gets_before);
+        assert_eq!(calls(target, "get"), target_gets_before + 1);
+        assert_eq!(calls(target, "asking"), asked_before + 1);
+        // Without ASKING the importing node sends the call back.
+        let alone = get.query::<Value>(&mut node(target)).unwrap_err();
+        assert_eq!(
+            alone.kind(),
+            redis::ErrorKind::Server(ServerErrorKind::Moved),
+            "{alone}"
+        );
+
+        let _: () = redis::cmd("ASKING").query(&mut importing).unwrap();
+        let _: () = redis::cmd("DEL").arg(&key).query(&mut importing).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_connection_silent_for_half_a_timeout_is_replaced() {
+        let timeout = Duration::from_millis(400);
+        let cluster = connect(timeout).await;
+        let connection = Connection::Cluster(Arc::clone(&cluster));
+        let key = ["replace-test{replace}".to_owned()];
+        connection.delete(&key).await.unwrap();
+        // It answered just now: a timeout elsewhere is not its silence.
+        connection.ran_out_of_time();
+        tokio::time::sleep(timeout).await;
+        assert_eq!(cluster.replacements.load(Ordering::Relaxed), 0);
+
+        // Silent for a whole timeout now (no calls): replaced once, and
+        // the next call waits for the new connection and is answered.
+        connection.ran_out_of_time();
+        connection.ran_out_of_time();
+        connection.delete(&key).await.unwrap();
+        assert_eq!(cluster.replacements.load(Ordering::Relaxed), 1);
+        assert!(!cluster.replacing.load(Ordering::Acquire));
     }
 }
