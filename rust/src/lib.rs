@@ -113,6 +113,23 @@ fn unavailable_after(timeout: Duration, what: &str) -> Error {
     )
 }
 
+/// `call` on `connection`, or `unavailable` once `timeout` has passed (the
+/// connection is told: a Cluster connection that stopped is replaced).
+async fn within<T>(
+    timeout: Duration,
+    connection: &Connection,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    match tokio::time::timeout(timeout, call).await {
+        Ok(result) => result,
+        Err(_) => {
+            connection.ran_out_of_time();
+            Err(unavailable_after(timeout, what))
+        }
+    }
+}
+
 /// The timeout by core's rule (`check_timeout_ms`), whole milliseconds.
 fn check_timeout(timeout: Duration) -> Result<()> {
     let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
@@ -238,12 +255,7 @@ impl Limiter {
             }
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
-                tokio::time::timeout(timeout, connection.delete(&keys))
-                    .await
-                    .map_err(|_| {
-                        connection.ran_out_of_time();
-                        unavailable_after(timeout, "DEL")
-                    })?
+                within(timeout, connection, "DEL", connection.delete(&keys)).await
             }
         }
     }
@@ -279,12 +291,13 @@ impl Limiter {
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
                 let deadline = tokio::time::Instant::now() + timeout;
-                tokio::time::timeout(timeout, connection.run_script(&call, deadline))
-                    .await
-                    .map_err(|_| {
-                        connection.ran_out_of_time();
-                        unavailable_after(timeout, "the script")
-                    })??
+                within(
+                    timeout,
+                    connection,
+                    "the script",
+                    connection.run_script(&call, deadline),
+                )
+                .await?
             }
         };
         let decision = Decision::from_reply(&reply, self.policy.limits().len())?;

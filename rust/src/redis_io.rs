@@ -41,6 +41,7 @@ pub(crate) struct Cluster {
     current: RwLock<ClusterConnection>,
     replacing: AtomicBool,
     replaced: Notify,
+    // Counted for the tests.
     replacements: AtomicU64,
     // Milliseconds since `started` of the last answer from `current`.
     started: Instant,
@@ -51,11 +52,15 @@ impl Cluster {
     /// The connection to use; while one is being replaced, the new one
     /// (the caller's timeout bounds the wait).
     async fn connection(&self) -> ClusterConnection {
-        let replaced = self.replaced.notified();
-        tokio::pin!(replaced);
-        replaced.as_mut().enable();
+        // The common path is one load; the waiter is registered before the
+        // second look, so a replacement ending in between is not missed.
         if self.replacing.load(Ordering::Acquire) {
-            replaced.await;
+            let replaced = self.replaced.notified();
+            tokio::pin!(replaced);
+            replaced.as_mut().enable();
+            if self.replacing.load(Ordering::Acquire) {
+                replaced.await;
+            }
         }
         self.current
             .read()
@@ -163,8 +168,8 @@ impl Connection {
             Connection::Standalone(c) => return cmd.query_async(&mut c.clone()).await,
             Connection::Cluster(cluster) => cluster,
         };
-        let connection = cluster.connection().await;
-        let reply = match cmd.query_async(&mut connection.clone()).await {
+        let mut connection = cluster.connection().await;
+        let reply = match cmd.query_async(&mut connection).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::Ask) => {
                 asking_importing_node(&connection, cmd, e).await
             }
@@ -351,7 +356,7 @@ mod tests {
     //! Against the Cluster that `make test` (scripts/with-cluster.sh) started.
     use super::*;
 
-    use super::test_common::cluster_urls;
+    use super::test_common::{cluster_nodes, cluster_urls, command_calls, node, port_of};
 
     async fn connect(timeout: Duration) -> Arc<Cluster> {
         let urls = cluster_urls();
@@ -362,59 +367,22 @@ mod tests {
         }
     }
 
-    fn node(port: u16) -> redis::Connection {
-        redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-            .and_then(|c| c.get_connection())
-            .unwrap()
-    }
-
     /// (id, port) of the master that owns `slot`, and of another master.
     fn owner_and_other(slot: u16) -> ((String, u16), (String, u16)) {
-        let seed = cluster_urls()[0].clone();
-        let nodes: String = redis::cmd("CLUSTER")
-            .arg("NODES")
-            .query(&mut redis::Client::open(seed).unwrap().get_connection().unwrap())
-            .unwrap();
-        let mut owner = None;
-        let mut other = None;
-        for line in nodes.lines() {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            if !f[2].contains("master") {
-                continue;
-            }
-            let port: u16 = f[1]
-                .split('@')
-                .next()
-                .unwrap()
-                .rsplit(':')
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap();
-            let owns = f[8..].iter().any(|range| {
-                let (lo, hi) = range.split_once('-').unwrap_or((range, range));
-                matches!((lo.parse::<u16>(), hi.parse::<u16>()), (Ok(lo), Ok(hi)) if lo <= slot && slot <= hi)
-            });
-            let entry = Some((f[0].to_owned(), port));
-            if owns {
-                owner = entry;
-            } else if other.is_none() {
-                other = entry;
-            }
-        }
-        (owner.unwrap(), other.unwrap())
+        let masters: Vec<_> = cluster_nodes(port_of(&cluster_urls()[0]))
+            .into_iter()
+            .filter(|n| n.is_master())
+            .collect();
+        let owner = masters.iter().find(|n| n.owns(slot)).unwrap();
+        let other = masters.iter().find(|n| !n.owns(slot)).unwrap();
+        (
+            (owner.id.clone(), owner.port),
+            (other.id.clone(), other.port),
+        )
     }
 
-    /// How many `command` calls the node at `port` has run (INFO commandstats).
     fn calls(port: u16, command: &str) -> u64 {
-        let info: String = redis::cmd("INFO")
-            .arg("commandstats")
-            .query(&mut node(port))
-            .unwrap();
-        let prefix = format!("cmdstat_{command}:calls=");
-        info.lines()
-            .find_map(|line| line.strip_prefix(&prefix))
-            .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+        command_calls(&mut node(port), command)
     }
 
     /// Puts a slot back to stable on both nodes even when the test fails.

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{cluster_urls, unique_namespace};
+use common::{cluster_nodes, cluster_urls, node, port_of, unique_namespace};
 use slidelimit::{slot, Algorithm, Limiter, Options, Policy};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -13,22 +13,6 @@ use std::time::{Duration, Instant};
 const CALLERS: usize = 6;
 const LIMIT: u64 = 20;
 const WINDOW_MS: u64 = 200;
-
-fn node(port: u16) -> redis::Connection {
-    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .unwrap()
-        .get_connection()
-        .unwrap()
-}
-
-fn port_of(url: &str) -> u16 {
-    url.trim_end_matches('/')
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap()
-}
 
 /// (master port, replica port) of the shard that owns `slot`. Right after the
 /// Cluster formed, a node may not list every replica yet: ask again.
@@ -44,31 +28,12 @@ fn shard_of(slot: u16, any_node: u16) -> (u16, u16) {
 
 /// From CLUSTER NODES, as node `any_node` sees the Cluster now.
 fn find_shard(slot: u16, any_node: u16) -> Option<(u16, u16)> {
-    let nodes: String = redis::cmd("CLUSTER")
-        .arg("NODES")
-        .query(&mut node(any_node))
-        .unwrap();
-    // <id> <ip:port@bus> <flags> <master-id|-> <ping> <pong> <epoch> <link> <slots>...
-    let lines: Vec<Vec<&str>> = nodes.lines().map(|l| l.split(' ').collect()).collect();
-    let port = |fields: &[&str]| -> u16 {
-        let addr = fields[1].split('@').next().unwrap();
-        addr.rsplit(':').next().unwrap().parse().unwrap()
-    };
-    let owns = |fields: &[&str]| {
-        fields[8..].iter().any(|range| {
-            let mut ends = range.split('-').map(|n| n.parse::<u16>());
-            match (ends.next(), ends.next()) {
-                (Some(Ok(a)), Some(Ok(b))) => (a..=b).contains(&slot),
-                (Some(Ok(a)), None) => a == slot,
-                _ => false, // [slot->-id] import/migration markers
-            }
-        })
-    };
-    let master = lines.iter().find(|f| f[2].contains("master") && owns(f))?;
-    let replica = lines
+    let nodes = cluster_nodes(any_node);
+    let master = nodes.iter().find(|n| n.is_master() && n.owns(slot))?;
+    let replica = nodes
         .iter()
-        .find(|f| f[2].contains("slave") && f[3] == master[0])?;
-    Some((port(master), port(replica)))
+        .find(|n| n.is_replica() && n.master_id == master.id)?;
+    Some((master.port, replica.port))
 }
 
 fn role(port: u16) -> String {

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{redis_url, unique_namespace, OwnRedis};
+use common::{command_calls, redis_url, unique_namespace, OwnRedis};
 use proptest::prelude::*;
 use slidelimit::{
     blocking, Algorithm, ErrorCode, Limit, MemoryEngine, Mode, Options, Policy, DEFAULT_BUCKETS,
@@ -252,15 +252,6 @@ fn validation_names_the_limit() {
     assert_eq!(p.limits()[1].buckets, Some(DEFAULT_BUCKETS));
 }
 
-/// EVALSHA calls the server has run so far.
-fn evalsha_calls(raw: &mut redis::Connection) -> u64 {
-    let info: String = redis::cmd("INFO").arg("commandstats").query(raw).unwrap();
-    info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
-        .and_then(|rest| rest.split(',').next())
-        .map_or(0, |n| n.parse().unwrap())
-}
-
 #[test]
 fn the_deny_cache_answers_without_redis_until_the_retry() {
     // A server of this test's own: nothing else runs scripts on it.
@@ -278,7 +269,7 @@ fn the_deny_cache_answers_without_redis_until_the_retry() {
     assert!(limiter.acquire_n("t", 2).unwrap().allowed);
     let denied = limiter.acquire_n("t", 2).unwrap();
     assert!(!denied.allowed);
-    let before = evalsha_calls(&mut raw);
+    let before = command_calls(&mut raw, "evalsha");
     assert_eq!(before, 2);
     for cost in [2, 2, 2] {
         let local = limiter.acquire_n("t", cost).unwrap();
@@ -286,24 +277,24 @@ fn the_deny_cache_answers_without_redis_until_the_retry() {
         assert!(local.retry_after_ms <= denied.retry_after_ms && local.retry_after_ms >= 1);
     }
     assert_eq!(
-        evalsha_calls(&mut raw),
+        command_calls(&mut raw, "evalsha"),
         before,
         "costs >= 2 answered locally"
     );
     assert!(!limiter.acquire_n("t", 1).unwrap().allowed);
     assert_eq!(
-        evalsha_calls(&mut raw),
+        command_calls(&mut raw, "evalsha"),
         before + 1,
         "a lower cost asks Redis"
     );
     // Caller time and peeks never use the cache.
     limiter.acquire_at("t", 2, 1).unwrap();
     limiter.peek("t", 2).unwrap();
-    assert_eq!(evalsha_calls(&mut raw), before + 3);
+    assert_eq!(command_calls(&mut raw, "evalsha"), before + 3);
     // This limiter's reset clears its entry: the next acquire asks Redis.
     limiter.reset("t").unwrap();
     assert!(limiter.acquire_n("t", 2).unwrap().allowed);
-    assert_eq!(evalsha_calls(&mut raw), before + 4);
+    assert_eq!(command_calls(&mut raw, "evalsha"), before + 4);
 
     let text = prometheus::TextEncoder::new()
         .encode_to_string(&registry.gather())
@@ -327,11 +318,11 @@ fn the_deny_cache_answers_without_redis_until_the_retry() {
         ..Options::default()
     };
     let uncached = blocking::Limiter::connect(&own.url(), policy, off).unwrap();
-    let calls = evalsha_calls(&mut raw);
+    let calls = command_calls(&mut raw, "evalsha");
     for _ in 0..3 {
         assert!(!uncached.acquire_n("t", 2).unwrap().allowed);
     }
-    assert_eq!(evalsha_calls(&mut raw), calls + 3);
+    assert_eq!(command_calls(&mut raw, "evalsha"), calls + 3);
     let e = blocking::Limiter::connect(
         &own.url(),
         Policy::new("rl", "cache", Algorithm::SlidingLog, 2, 60_000).unwrap(),

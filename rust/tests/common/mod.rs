@@ -25,6 +25,88 @@ pub fn cluster_urls() -> Vec<String> {
         .collect()
 }
 
+/// The port of a `redis://host:port/` URL.
+pub fn port_of(url: &str) -> u16 {
+    url.trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// A connection to the loopback server at `port` (one Cluster node, say).
+pub fn node(port: u16) -> redis::Connection {
+    redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+        .and_then(|c| c.get_connection())
+        .expect("connect to a loopback node")
+}
+
+/// How many `command` calls the server has run (INFO commandstats).
+pub fn command_calls(con: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(con).unwrap();
+    let prefix = format!("cmdstat_{command}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+/// One line of CLUSTER NODES:
+/// `<id> <ip:port@bus> <flags> <master-id|-> <ping> <pong> <epoch> <link> <slots>...`
+pub struct ClusterNode {
+    pub id: String,
+    pub port: u16,
+    pub master_id: String,
+    flags: String,
+    slots: Vec<String>,
+}
+
+impl ClusterNode {
+    pub fn is_master(&self) -> bool {
+        self.flags.contains("master")
+    }
+
+    pub fn is_replica(&self) -> bool {
+        self.flags.contains("slave")
+    }
+
+    /// Whether its slot ranges hold `slot` (`[slot->-id]` migration marks
+    /// are not ownership).
+    pub fn owns(&self, slot: u16) -> bool {
+        self.slots.iter().any(|range| {
+            let mut ends = range.split('-').map(|n| n.parse::<u16>());
+            match (ends.next(), ends.next()) {
+                (Some(Ok(a)), Some(Ok(b))) => (a..=b).contains(&slot),
+                (Some(Ok(a)), None) => a == slot,
+                _ => false,
+            }
+        })
+    }
+}
+
+/// The Cluster as the node at `port` sees it now.
+pub fn cluster_nodes(port: u16) -> Vec<ClusterNode> {
+    let nodes: String = redis::cmd("CLUSTER")
+        .arg("NODES")
+        .query(&mut node(port))
+        .unwrap();
+    nodes
+        .lines()
+        .map(|line| {
+            let f: Vec<&str> = line.split(' ').collect();
+            let address = f[1].split('@').next().unwrap();
+            ClusterNode {
+                id: f[0].to_owned(),
+                port: address.rsplit(':').next().unwrap().parse().unwrap(),
+                master_id: f[3].to_owned(),
+                flags: f[2].to_owned(),
+                slots: f[8..].iter().map(|s| (*s).to_owned()).collect(),
+            }
+        })
+        .collect()
+}
+
 pub fn raw_connection() -> redis::Connection {
     redis::Client::open(redis_url())
         .and_then(|c| c.get_connection())
