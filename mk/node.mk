@@ -78,18 +78,22 @@ node/node_modules/.package-lock.json: node/package-lock.json node/package.json
 node-typecheck: node-deps
 	cd node && npx --no-install tsc -p tsconfig.json
 
+# A test stuck on a promise fails after 10 min, and a handle a failed hook
+# left open does not keep a file's process (and make test) running.
+NODE_TEST = node --test --test-force-exit --test-timeout=600000
+
 # The Redis suites run on a fresh Redis and a six-node Cluster (three masters,
 # three replicas); with-cluster.sh wraps with-ttl-check.sh so that the TTL
 # check SCANs the Cluster's masters too.
 test-node: deps node-build node-deps node-typecheck
 	$(CARGO) test --quiet -p slidelimit-js-glue shells  # no fn body in both shells
 	cd node && SLIDELIMIT_IMPL=native ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \
-	  node --test $(NODE_TEST_FILES)
+	  $(NODE_TEST) $(NODE_TEST_FILES)
 	cd node && SLIDELIMIT_IMPL=wasm ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \
-	  node --test $(NODE_TEST_FILES)
+	  $(NODE_TEST) $(NODE_TEST_FILES)
 	cd node && ../scripts/with-redis.sh ../scripts/with-ttl-check.sh \
-	  bash -c 'node --test test/bullmq.test.js test/peer-range.test.js test/docs.test.js && $(NODE_DROP_BULLMQ_KEYS)'
-	cd node && node --test test/packaging.test.js
+	  bash -c '$(NODE_TEST) test/bullmq.test.js test/peer-range.test.js test/docs.test.js && $(NODE_DROP_BULLMQ_KEYS)'
+	cd node && $(NODE_TEST) test/packaging.test.js
 
 bench-node: deps node-build node-deps
 	cd node && SLIDELIMIT_IMPL=native ../scripts/with-redis.sh node bench/bench.js
