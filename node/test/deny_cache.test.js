@@ -20,27 +20,28 @@ const seen = [];
 // in the same read as MONITOR's +OK for a reply and fail ("Command queue
 // state error"), so the stream is read here, one line per command.
 function startMonitor() {
-  const { hostname, port, password } = new URL(url);
+  const { hostname, port } = new URL(url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(port), hostname);
     let buffered = '';
-    let oksDue = password ? 2 : 1; // AUTH's, then MONITOR's
+    let started = false;
     socket.setEncoding('utf8');
     socket.on('error', reject);
-    socket.on('connect', () => {
-      if (password) socket.write(`AUTH ${decodeURIComponent(password)}\r\n`);
-      socket.write('MONITOR\r\n');
-    });
+    socket.on('connect', () => socket.write('MONITOR\r\n'));
     socket.on('data', (chunk) => {
       buffered += chunk;
       let end;
       while ((end = buffered.indexOf('\r\n')) >= 0) {
         const line = buffered.slice(0, end);
         buffered = buffered.slice(end + 2);
-        if (line.startsWith('-')) {
-          reject(new Error(`MONITOR refused: ${line}`));
-        } else if (oksDue > 0) {
-          if (line === '+OK' && --oksDue === 0) resolve(socket);
+        if (!started) {
+          // MONITOR's own reply: +OK, or an error (the socket is closed).
+          if (line !== '+OK') {
+            socket.destroy(new Error(`MONITOR refused: ${line}`));
+            return;
+          }
+          started = true;
+          resolve(socket);
         } else {
           // +<time> [<db> <client>] "name" "arg" ...: the quoted words, unescaped enough for names.
           const words = [...line.slice(line.indexOf(']') + 1).matchAll(/"((?:[^"\\]|\\.)*)"/g)];
