@@ -15,7 +15,7 @@ BENCH_TARGETS :=
 DRIVER_TARGETS :=
 DIST_TEST_TARGETS :=
 
-.PHONY: all demo test deps build lint harness-lint test-rust conformance conformance-random conformance-lint bench bench-rust clean drivers
+.PHONY: all demo test deps build lint harness-lint test-scripts test-rust conformance conformance-random conformance-lint bench bench-rust clean drivers
 
 all: build
 
@@ -32,8 +32,17 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
+# The hang guard's own tests (scripts/with-deadline.sh, which the test
+# targets run under).
+test-scripts:
+	python3 -m unittest -q scripts/test_with_deadline.py
+
+# A hang guard (scripts/with-deadline.sh), far above the suite's time:
+# 2 min here on 2026-12-05, building its test binaries included.
+CARGO_TEST_DEADLINE_S ?= 1200
 test-rust: deps
-	scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh $(CARGO) test --workspace
+	scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh \
+	  scripts/with-deadline.sh $(CARGO_TEST_DEADLINE_S) TERM $(CARGO) test --workspace
 
 # The shared harness's Python under these folders, the suffix-less scripts
 # included (ruff.toml lists them); python/ is linted by test-python. mypy
@@ -80,7 +89,7 @@ clean:
 
 -include mk/*.mk
 
-test: lint harness-lint test-rust conformance-lint conformance conformance-random $(TEST_TARGETS)
+test: lint harness-lint test-scripts test-rust conformance-lint conformance conformance-random $(TEST_TARGETS)
 	@echo "make test: all passed"
 
 bench: $(BENCH_TARGETS)

@@ -40,11 +40,14 @@ python-lint: python-venv
 	cd python && $(PY) -m ruff check . && $(PY) -m ruff format --check .
 	cd python && $(PY) -m mypy slidelimit examples
 
+# A hang guard (scripts/with-deadline.sh), far above the suite's time
+# (31 s here on 2026-12-05, the servers' start included).
+PYTEST_DEADLINE_S ?= 600
 # The suite runs on a fresh Redis and a six-node Cluster, then the packaging
 # test (a fresh venv outside the repository).
 test-python: python-build python-lint
 	cd python && ../scripts/with-redis.sh ../scripts/with-cluster.sh ../scripts/with-ttl-check.sh \
-	  $(PY) -I -m pytest -q -p no:cacheprovider tests
+	  ../scripts/with-deadline.sh $(PYTEST_DEADLINE_S) ABRT $(PY) -I -m pytest -q -p no:cacheprovider tests
 	scripts/with-redis.sh python/tests/packaging.sh $(PY_DIST)
 
 bench-python: python-build

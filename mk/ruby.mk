@@ -17,11 +17,15 @@ RUBY_TESTS := ruby -Iruby/test -e 'ARGV.each { |f| require File.expand_path(f) }
 driver-ruby: deps
 	$(CARGO) build --release -p slidelimit-ffi
 
+# A hang guard (scripts/with-deadline.sh), far above the suite's time
+# (43 s here on 2026-12-05, the servers' start included).
+RUBY_TESTS_DEADLINE_S ?= 600
 # minitest against a fresh Redis and a six-node Cluster (the Sidekiq tests
 # start a real Sidekiq process on that Redis); afterwards no key the tests
 # left may lack a TTL. Then the packaging test.
 test-ruby: driver-ruby
-	scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh $(RUBY_TESTS)
+	scripts/with-redis.sh scripts/with-cluster.sh scripts/with-ttl-check.sh \
+	  scripts/with-deadline.sh $(RUBY_TESTS_DEADLINE_S) TERM $(RUBY_TESTS)
 	$(MAKE) --no-print-directory test-ruby-package
 
 # gem build with the shared library inside, installed into an empty GEM_HOME,

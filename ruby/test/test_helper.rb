@@ -5,6 +5,15 @@ require "minitest/autorun"
 require "securerandom"
 require "slidelimit"
 
+# scripts/with-deadline.sh stops a hung run with TERM: say where every thread
+# was, which Ruby's own TERM handling does not.
+Signal.trap("TERM") do
+  Thread.list.each do |thread|
+    warn "--- #{thread.inspect}", *thread.backtrace
+  end
+  exit!(143)
+end
+
 module TestHelper
   # The servers scripts/with-redis.sh and scripts/with-cluster.sh started. A
   # test that needs one fails without it: nothing is skipped.

@@ -1,0 +1,87 @@
+"""Tests of the hang guard the test targets run under:
+python3 -m unittest scripts/test_with_deadline.py"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "with-deadline.sh")
+
+
+def guard(*args: str) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, DEADLINE_KILL_AFTER_S="2")
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+class WithDeadlineTest(unittest.TestCase):
+    def test_a_command_within_its_deadline_keeps_its_status_and_output(self) -> None:
+        passed = guard("30", "TERM", "sh", "-c", "echo out; exit 0")
+        self.assertEqual((passed.returncode, passed.stdout, passed.stderr), (0, "out\n", ""))
+        failed = guard("30", "TERM", "sh", "-c", "exit 3")
+        self.assertEqual((failed.returncode, failed.stderr), (3, ""))
+
+    def test_a_hung_command_is_stopped_and_named(self) -> None:
+        started = time.monotonic()
+        hung = guard("1", "TERM", "sleep", "60")
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertEqual(hung.returncode, 124)
+        self.assertIn(
+            "'sleep 60' ran past its deadline of 1 s and was stopped (SIGTERM)", hung.stderr
+        )
+
+    def test_the_signal_reaches_the_commands_children(self) -> None:
+        # A suite's own child (a worker it started) must not outlive the stop.
+        with tempfile.TemporaryDirectory() as tmp:
+            pid_file = os.path.join(tmp, "child")
+            hung = guard("1", "TERM", "sh", "-c", f"sleep 60 & echo $! > {pid_file}; wait")
+            self.assertEqual(hung.returncode, 124)
+            with open(pid_file) as f:
+                child = int(f.read())
+        for _ in range(100):
+            if not os.path.exists(f"/proc/{child}") or _is_zombie(child):
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(child, 9)
+            self.fail(f"the command's child {child} outlived the deadline")
+
+    def test_a_command_ignoring_the_signal_is_killed(self) -> None:
+        started = time.monotonic()
+        stubborn = guard(
+            "1",
+            "TERM",
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)",
+        )
+        self.assertEqual(stubborn.returncode, 137)
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertIn("ran past its deadline of 1 s", stubborn.stderr)
+
+    def test_bad_usage_is_refused(self) -> None:
+        for args in (
+            (),
+            ("10", "TERM"),
+            ("0", "TERM", "true"),
+            ("1.5", "TERM", "true"),
+            ("ten", "TERM", "true"),
+        ):
+            with self.subTest(args=args):
+                refused = guard(*args)
+                self.assertEqual(refused.returncode, 2)
+                self.assertIn("usage:", refused.stderr)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+if __name__ == "__main__":
+    unittest.main()
