@@ -2,6 +2,7 @@
 python3 -m unittest scripts/test_with_deadline.py"""
 
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -40,13 +41,32 @@ class WithDeadlineTest(unittest.TestCase):
             self.assertEqual(hung.returncode, 124)
             with open(pid_file) as f:
                 child = int(f.read())
-        for _ in range(100):
-            if not os.path.exists(f"/proc/{child}") or _is_zombie(child):
-                break
-            time.sleep(0.05)
-        else:
-            os.kill(child, 9)
-            self.fail(f"the command's child {child} outlived the deadline")
+        _assert_gone(self, child)
+
+    def test_an_interrupt_stops_the_command_and_its_children(self) -> None:
+        # timeout runs them in a process group of their own, which a ^C at
+        # the terminal does not reach: the script must pass it on.
+        with tempfile.TemporaryDirectory() as tmp:
+            pid_file = os.path.join(tmp, "child")
+            env = dict(os.environ, DEADLINE_KILL_AFTER_S="2")
+            script = f"sleep 60 & echo $! > {pid_file}; wait"
+            wrapper = subprocess.Popen(
+                [SCRIPT, "60", "TERM", "sh", "-c", script],
+                env=env,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(100):
+                if os.path.exists(pid_file) and os.path.getsize(pid_file):
+                    break
+                time.sleep(0.05)
+            with open(pid_file) as f:
+                child = int(f.read())
+            wrapper.send_signal(signal.SIGINT)
+            _, stderr = wrapper.communicate(timeout=30)
+        self.assertEqual(wrapper.returncode, 128 + signal.SIGTERM)
+        self.assertNotIn("deadline", stderr)
+        _assert_gone(self, child)
 
     def test_a_command_ignoring_the_signal_is_killed(self) -> None:
         started = time.monotonic()
@@ -73,6 +93,15 @@ class WithDeadlineTest(unittest.TestCase):
                 refused = guard(*args)
                 self.assertEqual(refused.returncode, 2)
                 self.assertIn("usage:", refused.stderr)
+
+
+def _assert_gone(test: unittest.TestCase, pid: int) -> None:
+    for _ in range(100):
+        if not os.path.exists(f"/proc/{pid}") or _is_zombie(pid):
+            return
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    test.fail(f"the command's child {pid} outlived the stop")
 
 
 def _is_zombie(pid: int) -> bool:

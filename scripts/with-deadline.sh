@@ -18,8 +18,19 @@ if [ $# -lt 3 ] || ! [[ $1 =~ ^[1-9][0-9]*$ ]]; then
 fi
 seconds=$1 signal=$2
 shift 2
-status=0
-timeout --signal="$signal" --kill-after="${DEADLINE_KILL_AFTER_S:-30}" "$seconds" "$@" || status=$?
+# timeout leads a process group of its own (so that its signal reaches the
+# command's children too), which a ^C at the terminal does not reach: this
+# script passes INT, TERM and HUP on to that group, as TERM (a background
+# command starts with INT ignored).
+timeout --signal="$signal" --kill-after="${DEADLINE_KILL_AFTER_S:-30}" "$seconds" "$@" <&0 &
+pid=$!
+trap 'kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true' INT TERM HUP
+while :; do
+  status=0
+  wait "$pid" || status=$?
+  # A trapped signal ends `wait` early; wait again until timeout is gone.
+  kill -0 "$pid" 2>/dev/null || break
+done
 # timeout exits 124 when the deadline hit (137 when KILL was needed).
 if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
   echo "with-deadline: '$*' ran past its deadline of $seconds s and was stopped (SIG$signal): a hang? Its output above shows where." >&2
