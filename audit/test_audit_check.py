@@ -126,6 +126,22 @@ class Check(unittest.TestCase):
         self.assertEqual(summary["largest_rolling"], 6)
         self.assertIn("the run admitted 100 calls for 3 languages", out)
 
+    def test_starved_is_note_lists_the_language_instead_of_failing(self):
+        lines = [line("rust" if i % 2 else "go", True, 50 * i) for i in range(150)]
+        lines += [line("node", False, 50 * i + 1) for i in range(150)]
+        status, out, summary = self.run_check(lines, "--starved-is-note")
+        self.assertEqual(status, 0, out)
+        self.assertEqual(summary["starved"], ["node"])
+        self.assertIn("note: node: no permit admitted in this run; not failed here", out)
+        # Without the flag it fails, and a run where everyone got some lists none.
+        status, _, summary = self.run_check(lines)
+        self.assertEqual((status, summary["starved"]), (1, []))
+        status, _, summary = self.run_check(lines[:150], "--starved-is-note")
+        self.assertEqual((status, summary["starved"]), (0, []))
+        # Too few to go round stays a note of its own, not starved.
+        status, _, summary = self.run_check(lines[1:], "--starved-is-note")
+        self.assertEqual((status, summary["starved"]), (0, []))
+
     def test_with_mixed_costs_only_the_smallest_cost_must_get_a_permit(self):
         # 150 admissions of cost 1 (rust, go) and none of node's cost 3:
         # enough to go round, but the cost-1 callers take each permit first.

@@ -18,7 +18,9 @@ run = load_script(RUN, "audit_run")
 
 # A driver that answers every op and records its policy; on load it records
 # when the request came (in <name>.<algorithm>.load), waits until the run's
-# end, writes FAKE_ADMITS admissions (default 1) and one denial, and answers.
+# end, writes FAKE_ADMITS admissions (default 1; FAKE_ADMITS_<name> and
+# FAKE_ADMITS_<name>_<algorithm> say it for one driver) and one denial, and
+# answers.
 FAKE = textwrap.dedent(
     """\
     #!/usr/bin/env python3
@@ -39,7 +41,9 @@ FAKE = textwrap.dedent(
             time.sleep(max(0, r["end_at_ms"] / 1000 - time.time()))
             with open(r["out"], "w") as f:
                 t = r["start_at_ms"]
-                for _ in range(int(os.environ.get("FAKE_ADMITS", "1"))):
+                admits = os.environ.get(f"FAKE_ADMITS_{name}_{policy.get('algorithm')}",
+                                        os.environ.get(f"FAKE_ADMITS_{name}", os.environ.get("FAKE_ADMITS", "1")))
+                for _ in range(int(admits)):
                     f.write(json.dumps({"lang": r["lang"], "allowed": True, "now_ms": t,
                                         "retry_after_ms": 0,
                                         "reset_after_ms": window}) + "\\n")
@@ -214,6 +218,27 @@ class Drivers(unittest.TestCase):
         counter = proc.stdout.split("== counter/uniform")[1].split("audit FAILED")[0]
         self.assertIn("largest rolling count 2 of limit 1", counter)
         self.assertNotIn("FAIL", counter)
+
+    def test_a_language_without_a_permit_in_one_run_is_judged_over_all_runs(self):
+        # 100 permits per run at limit 100, two drivers: enough to go round.
+        # beta gets none in the bucketed run but 50 in the log's: a note.
+        env = {"FAKE_ADMITS": "50", "FAKE_ADMITS_beta_bucketed_window": "0"}
+        runs = ("--runs", "log:uniform,bucketed:uniform", "--limit", "100", "--windows", "1")
+        env["FAKE_ADMITS_alpha_bucketed_window"] = "100"
+        proc = self.audit(*runs, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        bucketed = proc.stdout.split("== bucketed/uniform")[1]
+        self.assertIn("note: beta: no permit admitted in this run; not failed here", bucketed)
+        # None in either run: the audit fails and names both.
+        env = {"FAKE_ADMITS_alpha": "100", "FAKE_ADMITS_beta": "0"}
+        proc = self.audit(*runs, env=env)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn(
+            "FAIL: beta: no permit admitted in any run (it should have in log/uniform on "
+            "standalone, bucketed/uniform on standalone)",
+            proc.stdout,
+        )
+        self.assertIn("audit FAILED: beta: no permit admitted in any run", proc.stdout)
 
     def test_skew_ms_gives_each_driver_its_skew_and_checks_recorded_times(self):
         proc = self.audit("--runs", "log+bucketed:uniform", "--skew-ms", "50", "--windows", "1")
