@@ -19,8 +19,8 @@ run = load_script(RUN, "audit_run")
 # A driver that answers every op and records its policy; on load it records
 # when the request came (in <name>.<algorithm>.load), waits until the run's
 # end, writes FAKE_ADMITS admissions (default 1; FAKE_ADMITS_<name> and
-# FAKE_ADMITS_<name>_<algorithm> say it for one driver) and one denial, and
-# answers.
+# FAKE_ADMITS_<name>_<algorithm> say it for one driver) and one denial (then
+# a line that is not JSON if FAKE_GARBAGE is set), and answers.
 FAKE = textwrap.dedent(
     """\
     #!/usr/bin/env python3
@@ -49,6 +49,8 @@ FAKE = textwrap.dedent(
                                         "reset_after_ms": window}) + "\\n")
                 f.write(json.dumps({"lang": r["lang"], "allowed": False, "now_ms": t + 1,
                                     "retry_after_ms": 5}) + "\\n")
+                if os.environ.get("FAKE_GARBAGE"):
+                    f.write("not json\\n")
             print('{"ok":true,"calls":2,"errors":0}', flush=True)
         elif r["op"] == "hello":
             print('{"ok":true,"binding":"%s","version":"0"}' % name, flush=True)
@@ -239,6 +241,13 @@ class Drivers(unittest.TestCase):
             proc.stdout,
         )
         self.assertIn("audit FAILED: beta: no permit admitted in any run", proc.stdout)
+
+    def test_a_log_the_checker_cannot_read_fails_its_run(self):
+        proc = self.audit("--runs", "log:uniform", "--windows", "1", env={"FAKE_GARBAGE": "1"})
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("not an audit line", proc.stderr)
+        self.assertIn("audit FAILED: log/uniform on standalone\n", proc.stdout)
+        self.assertNotIn("Traceback", proc.stderr)
 
     def test_skew_ms_gives_each_driver_its_skew_and_checks_recorded_times(self):
         proc = self.audit("--runs", "log+bucketed:uniform", "--skew-ms", "50", "--windows", "1")
