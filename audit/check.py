@@ -264,14 +264,17 @@ def check(
     starved = []
     for name in idle:
         cost = costs.get(name, 1) if costs else 1
-        if enough and cost == smallest_cost and starved_is_note:
+        if enough and cost == smallest_cost:
+            if not starved_is_note:
+                problems.append(
+                    f"{name}: no permit admitted: this language took no part in the run"
+                )
+                continue
             starved.append(name)
             print(
                 f"note: {name}: no permit admitted in this run; not failed here: the audit fails a "
                 f"language that gets no permit in any of its runs"
             )
-        elif enough and cost == smallest_cost:
-            problems.append(f"{name}: no permit admitted: this language took no part in the run")
         elif enough:
             print(
                 f"note: {name}: no permit admitted; reported, not failed: its cost of {cost} "

@@ -12,9 +12,17 @@ import unittest
 SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "with-deadline.sh")
 
 
+# KILL 2 s after the deadline's signal, not 30: the tests stay short.
+ENV = dict(os.environ, DEADLINE_KILL_AFTER_S="2")
+
+
 def guard(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, DEADLINE_KILL_AFTER_S="2")
-    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=120, env=env)
+    return subprocess.run([SCRIPT, *args], capture_output=True, text=True, timeout=120, env=ENV)
+
+
+def with_child(pid_file: str) -> list[str]:
+    """A command that starts a child (its pid in pid_file) and waits for it."""
+    return ["sh", "-c", f"sleep 60 & echo $! > {pid_file}; wait"]
 
 
 class WithDeadlineTest(unittest.TestCase):
@@ -37,7 +45,7 @@ class WithDeadlineTest(unittest.TestCase):
         # A suite's own child (a worker it started) must not outlive the stop.
         with tempfile.TemporaryDirectory() as tmp:
             pid_file = os.path.join(tmp, "child")
-            hung = guard("1", "TERM", "sh", "-c", f"sleep 60 & echo $! > {pid_file}; wait")
+            hung = guard("1", "TERM", *with_child(pid_file))
             self.assertEqual(hung.returncode, 124)
             with open(pid_file) as f:
                 child = int(f.read())
@@ -48,11 +56,9 @@ class WithDeadlineTest(unittest.TestCase):
         # the terminal does not reach: the script must pass it on.
         with tempfile.TemporaryDirectory() as tmp:
             pid_file = os.path.join(tmp, "child")
-            env = dict(os.environ, DEADLINE_KILL_AFTER_S="2")
-            script = f"sleep 60 & echo $! > {pid_file}; wait"
             wrapper = subprocess.Popen(
-                [SCRIPT, "60", "TERM", "sh", "-c", script],
-                env=env,
+                [SCRIPT, "60", "TERM", *with_child(pid_file)],
+                env=ENV,
                 stderr=subprocess.PIPE,
                 text=True,
             )
