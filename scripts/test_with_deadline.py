@@ -87,6 +87,14 @@ class WithDeadlineTest(unittest.TestCase):
         self.assertLess(time.monotonic() - started, 30)
         self.assertIn("ran past its deadline of 1 s", stubborn.stderr)
 
+    def test_a_command_killed_before_its_deadline_is_not_called_hung(self) -> None:
+        # As when the OOM killer stops a suite: the same 137, no deadline passed.
+        for command in ("kill -KILL $$", "exit 124"):
+            with self.subTest(command=command):
+                killed = guard("60", "TERM", "sh", "-c", command)
+                self.assertEqual(killed.returncode, 137 if "KILL" in command else 124)
+                self.assertNotIn("ran past", killed.stderr)
+
     def test_bad_usage_is_refused(self) -> None:
         for args in (
             (),

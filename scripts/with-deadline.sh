@@ -18,6 +18,7 @@ if [ $# -lt 3 ] || ! [[ $1 =~ ^[1-9][0-9]*$ ]]; then
 fi
 seconds=$1 signal=$2
 shift 2
+started=$SECONDS
 # timeout leads a process group of its own (so that its signal reaches the
 # command's children too), which a ^C at the terminal does not reach: this
 # script passes INT, TERM and HUP on to that group, as TERM (a background
@@ -31,8 +32,10 @@ while :; do
   # A trapped signal ends `wait` early; wait again until timeout is gone.
   kill -0 "$pid" 2>/dev/null || break
 done
-# timeout exits 124 when the deadline hit (137 when KILL was needed).
-if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+# timeout exits 124 when the deadline hit (137 when KILL was needed). A
+# command can exit so on its own (137: the OOM killer's KILL), so the line
+# is printed only once the deadline has passed.
+if { [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; } && [ $((SECONDS - started)) -ge "$seconds" ]; then
   echo "with-deadline: '$*' ran past its deadline of $seconds s and was stopped (SIG$signal): a hang? Its output above shows where." >&2
 fi
 exit "$status"
