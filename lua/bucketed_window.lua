@@ -104,6 +104,14 @@ if t + 1 > window then
   first_live = (t + 1 - window - (t + 1 - window) % g) / g
 end
 local b = (t - t % g) / g
+-- Every hint of this check is at most x_b - now (the reset of an admission
+-- at t). Above 2^53 it would be no exact double, nor a JavaScript number:
+-- only a caller whose clock lags the newest admission by about 2^52 ms, with
+-- a window above 2^51 ms (the constant), could be owed one (docs/protocol.md,
+-- "Bucketed window", rule 4). (b + 1) * g is at most t + g <= 2^53: exact.
+if window > 2251799813685248 and (b + 1) * g - now > 2 * max_number - (window - 1) then
+  return redis.error_reply('ERR slidelimit invalid_argument now_ms: lags the newest admission so far that the hints would pass 2^53 ms')
+end
 local live = held
 -- The slots are read only when the oldest held bucket has expired or a
 -- denial needs more than it: then `walk` steps from `oldest` to the next

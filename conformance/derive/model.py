@@ -25,6 +25,10 @@ from typing import Union
 
 MAX_LIMIT_TIMES_WINDOW = 2**52
 MAX_NOW_MS = 2**52
+# No reply field passes 2^53 (a double's exact integers): a bucketed check
+# whose hints would is invalid_argument on now_ms (docs/protocol.md,
+# "Bucketed window").
+MAX_HINT_MS = 2**53
 # The sliding log keeps one entry per permit; its limit is capped so that no
 # check holds Redis for long (docs/protocol.md, "Policy and call validation").
 MAX_LOG_LIMIT = 10_000
@@ -532,6 +536,9 @@ class BucketedWindow:
     def acquire(self, now: int, cost: int) -> Decision:
         L = self.limit
         t = self.eval_time(now)
+        # The largest hint this check could give: the reset of an admission at t.
+        if self.expiry(self.bucket_of(t)) - now > MAX_HINT_MS:
+            raise InvalidArgument("now_ms")
         if t > now:
             self.hits.add("bucketed-lagging-caller")
         live = self.live_at(t)
@@ -728,7 +735,11 @@ def derive_multi_steps(policy: dict, steps: list[dict], hits: set | None = None)
             )
             engines.append(state.setdefault(key, new_engine(lp)))
         trial_engines = [copy.deepcopy(e) for e in engines]
-        trial = [te.acquire(now, cost) for te in trial_engines]
+        try:
+            trial = [te.acquire(now, cost) for te in trial_engines]
+        except InvalidArgument:
+            out.append({"error": "invalid_argument"})
+            continue
         allowed = all(d.allowed for d in trial)
         if allowed and not step.get("peek"):
             for e, d in zip(engines, trial):
@@ -803,7 +814,11 @@ def derive_decision_steps(policy: dict, steps: list[dict], hits: set | None = No
         if step.get("peek"):
             # The same decision on a throwaway copy: peek writes nothing.
             engine = copy.deepcopy(engine)
-        out.append(engine.acquire(step["now_ms"], step["cost"]).as_dict())
+        try:
+            out.append(engine.acquire(step["now_ms"], step["cost"]).as_dict())
+        except InvalidArgument:
+            out.append({"error": "invalid_argument"})
+            continue
         if hits is not None:
             hits |= engine.hits
     return out

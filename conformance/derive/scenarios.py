@@ -1777,6 +1777,19 @@ VALIDATION = [
         [S(T0, 10_001), S(T0 + 1)],
         hits=["bucketed-denied-oldest-bucket"],
     ),
+    bucketed(
+        "validation/bucketed-hint-past-2p53",
+        "limit 1, W = 2^52, N = 1, the permit at 2^52 held until x_1 = 3*2^52 - 1: a caller "
+        "at 2^52 - 2 or at 0 would be owed a hint above 2^53, which no double holds: "
+        "invalid_argument (now_ms), peek too, and nothing is recorded or dropped: the "
+        "owner's clock still sees the permit, with hints of 2^53 - 1. (At 2^52 - 1 the hint "
+        "is exactly 2^53, an answer; the vectors' integers stay below 2^53.)",
+        1,
+        P52,
+        1,
+        [S(P52), S(P52 - 2), P(P52 - 2), S(0), P(P52)],
+        clock_regression=True,
+    ),
 ]
 
 # ------------------------------------------------------------ several limits
@@ -1986,6 +1999,16 @@ MULTI = [
         [L("sliding_log", 2, 0)],
         [S(T0)],
         field="window_ms",
+    ),
+    multi(
+        "validation/multi-hint-past-2p53",
+        "A bucketed limit of 1 per 2^52 ms (N = 1) beside a log of 2 per second: a caller "
+        "lagging its admission at 2^52 by 2^52 ms would be owed a hint above 2^53 by the "
+        "bucketed limit: the whole call is invalid_argument (now_ms), though the log alone "
+        "would allow; at 2^52 the bucketed limit denies with a retry of 2^53 - 1.",
+        [L("bucketed_window", 1, P52, 1), L("sliding_log", 2, 1000)],
+        [S(P52), S(0), S(P52)],
+        clock_regression=True,
     ),
 ]
 

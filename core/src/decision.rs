@@ -87,9 +87,10 @@ impl Decision {
             1 => true,
             other => return Err(malformed(format!("has allowed = {other}"))),
         };
-        // No script replies with a field above 2^53 (limit * window_ms is at
-        // most 2^52), and JavaScript could not hold one exactly: every binding
-        // refuses it alike.
+        // No script replies with a field above 2^53 (limit * window_ms and
+        // now_ms are at most 2^52, and the bucketed window refuses a call
+        // whose hints would pass 2^53), and JavaScript could not hold one
+        // exactly: every binding refuses it alike.
         let non_negative = |name: &str, v: i64| -> Result<u64> {
             u64::try_from(v)
                 .ok()

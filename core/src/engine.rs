@@ -575,6 +575,11 @@ fn sliding_counter(
     })
 }
 
+/// 2^53: the largest hint a reply carries exactly (docs/protocol.md, "Bucketed window").
+const MAX_HINT_MS: u64 = 1 << 53;
+/// What `lua/bucketed_window.lua` answers when a hint would pass 2^53.
+const HINT_PAST_2P53: &str = "lags the newest admission so far that the hints would pass 2^53 ms";
+
 fn bucketed_window(
     keys: &mut HashMap<String, Entry>,
     key: &str,
@@ -592,6 +597,12 @@ fn bucketed_window(
     let x = |b: u64| (b + 1) * g - 1 + a.window;
     // The time rule: evaluated at t = max(now, newest), recorded at t.
     let t = newest.map_or(a.now, |n| n.max(a.now));
+    // Every hint is at most x(t / g) - now; above 2^53 no double (nor the
+    // script's Lua) holds it exactly. Only a caller lagging the newest
+    // admission by about 2^52 ms, with a window above 2^51 ms, gets here.
+    if x(t / g) - a.now > MAX_HINT_MS {
+        return Err(Error::invalid("now_ms", HINT_PAST_2P53));
+    }
     // Buckets below first_live have expired at t (x_b <= t).
     let first_live = (t + 1).saturating_sub(a.window) / g;
     let live: u64 = counts.range(first_live..).map(|(_, &n)| n).sum();
@@ -878,6 +889,47 @@ mod tests {
         assert_eq!(
             e.peek(&p, "t", 1, 11_150).unwrap(),
             d(false, 0, 49, 949, 11_150)
+        );
+    }
+
+    #[test]
+    fn a_hint_past_2p53_is_refused_naming_now_ms() {
+        // L = 1, W = 2^52, N = 1: the permit at 2^52 is in bucket 1, held
+        // until x_1 = 3 * 2^52 - 1. A caller at 2^52 - 1 is owed exactly
+        // 2^53; one at 2^52 - 2 would be owed 2^53 + 1, which no double holds.
+        // (Found by `make fuzz`'s engine target with a window of about 2^52.)
+        let e = MemoryEngine::new();
+        let p = bucketed(1, 1 << 52, 1);
+        let top = 1u64 << 52;
+        assert_eq!(
+            e.acquire(&p, "t", 1, top).unwrap(),
+            d(true, 0, 0, (1 << 53) - 1, top)
+        );
+        assert_eq!(
+            e.acquire(&p, "t", 1, top - 1).unwrap(),
+            d(false, 0, 1 << 53, 1 << 53, top - 1)
+        );
+        for now in [top - 2, 0] {
+            for mode in [Mode::Acquire, Mode::Peek] {
+                let err = e.check(&p, "t", 1, Some(now), top, mode).unwrap_err();
+                assert_eq!(err.code(), ErrorCode::InvalidArgument, "{err}");
+                assert_eq!(err.field(), Some("now_ms"), "{err}");
+                assert_eq!(err.message(), format!("now_ms: {HINT_PAST_2P53}"));
+            }
+        }
+        // Nothing was recorded or dropped: the owner of the permit still sees it.
+        assert_eq!(
+            e.peek(&p, "t", 1, top).unwrap(),
+            d(false, 0, (1 << 53) - 1, (1 << 53) - 1, top)
+        );
+        // A window of 2^51 never gets there: the most any caller is owed is
+        // 2^52 + g - 1 + W = 2^53 - 1.
+        let p = bucketed(1, 1 << 51, 1);
+        let e = MemoryEngine::new();
+        e.acquire(&p, "t", 1, top).unwrap();
+        assert_eq!(
+            e.acquire(&p, "t", 1, 0).unwrap(),
+            d(false, 0, (1 << 53) - 1, (1 << 53) - 1, 0)
         );
     }
 

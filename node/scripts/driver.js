@@ -36,9 +36,14 @@ function field(req, name, type, required = false) {
   return v;
 }
 
-// Integers as plain digits: every decision field is one, below 2^53.
+// Integers as plain digits. Every decision field is one from 0 to 2^53 (core's
+// bound, which a double holds exactly; a retry of exactly 2^53 is possible, so
+// not Number.isSafeInteger, which stops at 2^53 - 1).
+const MAX_FIELD = 2 ** 53;
 function digits(name, n) {
-  if (!Number.isSafeInteger(n)) throw new Error(`the package returned ${name} = ${n}, not an integer`);
+  if (!(Number.isInteger(n) && n >= 0 && n <= MAX_FIELD)) {
+    throw new Error(`the package returned ${name} = ${n}, not an integer from 0 to 2^53`);
+  }
   return String(n);
 }
 
