@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"time"
@@ -197,11 +198,25 @@ type Decision struct {
 // is false when the request was allowed and for a policy of one limit.
 func (d Decision) DeniedBy() (index int, ok bool) { return d.deniedBy - 1, d.deniedBy > 0 }
 
-// RetryAfter is RetryAfterMs as a Duration.
-func (d Decision) RetryAfter() time.Duration { return time.Duration(d.RetryAfterMs) * time.Millisecond }
+// RetryAfter is RetryAfterMs as a Duration. A wait longer than the longest
+// Duration (about 292 years; a window near that, or a bucketed window's last
+// bucket, can ask for up to twice the window) is the longest Duration, as
+// time.Time.Sub saturates, never a wrapped negative; RetryAfterMs is exact.
+func (d Decision) RetryAfter() time.Duration { return msDuration(d.RetryAfterMs) }
 
-// ResetAfter is ResetAfterMs as a Duration.
-func (d Decision) ResetAfter() time.Duration { return time.Duration(d.ResetAfterMs) * time.Millisecond }
+// ResetAfter is ResetAfterMs as a Duration, saturated as RetryAfter is.
+func (d Decision) ResetAfter() time.Duration { return msDuration(d.ResetAfterMs) }
+
+// maxDurationMs is the most milliseconds a Duration holds.
+const maxDurationMs = uint64(math.MaxInt64 / int64(time.Millisecond))
+
+// msDuration is ms milliseconds as a Duration, the longest one past it.
+func msDuration(ms uint64) time.Duration {
+	if ms > maxDurationMs {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
 
 // DefaultTimeout bounds every Redis call unless WithTimeout says otherwise.
 const DefaultTimeout = time.Second

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand"
 	"net"
 	"runtime"
@@ -676,5 +677,44 @@ func TestRESP2AndRESP3ClientsShareOneBudget(t *testing.T) {
 	}
 	if removed, err := resp3.Reset(ctx, "t"); err != nil || !removed {
 		t.Fatalf("reset over RESP3: %v %v", removed, err)
+	}
+}
+
+// A bucketed window of one bucket holds a permit until the end of the next
+// window, so its hints reach twice the window: past the longest Duration
+// (about 292 years) for a window of 200 years. The Durations saturate there;
+// the millisecond fields stay exact.
+func TestRetryAndResetSaturateAtTheLongestDuration(t *testing.T) {
+	const year = 365 * 24 * 3600 * 1000
+	const window = 200 * year
+	l, err := slidelimit.NewMemory(slidelimit.Policy{
+		Resource: "lifetime", Algorithm: slidelimit.BucketedWindow, Limit: 1, WindowMs: window, Buckets: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	d, err := l.AcquireAt(ctx, "t", 1, 0)
+	if err != nil || !d.Allowed || d.ResetAfterMs != 2*window-1 || d.ResetAfter() != math.MaxInt64 {
+		t.Fatalf("%+v (reset %v) %v", d, d.ResetAfter(), err)
+	}
+	d, err = l.AcquireAt(ctx, "t", 1, 1)
+	if err != nil || d.Allowed || d.RetryAfterMs != 2*window-2 || d.RetryAfter() != math.MaxInt64 {
+		t.Fatalf("%+v (retry %v) %v", d, d.RetryAfter(), err)
+	}
+	// Up to the longest Duration's milliseconds, exact.
+	longest := uint64(math.MaxInt64 / int64(time.Millisecond))
+	for _, ms := range []uint64{0, 1, 60_000, longest} {
+		d := slidelimit.Decision{RetryAfterMs: ms, ResetAfterMs: ms}
+		want := time.Duration(ms) * time.Millisecond
+		if d.RetryAfter() != want || d.ResetAfter() != want {
+			t.Errorf("%d ms: %v and %v, want %v", ms, d.RetryAfter(), d.ResetAfter(), want)
+		}
+	}
+	for _, ms := range []uint64{longest + 1, 1 << 53} {
+		d := slidelimit.Decision{RetryAfterMs: ms, ResetAfterMs: ms}
+		if d.RetryAfter() != math.MaxInt64 || d.ResetAfter() != math.MaxInt64 {
+			t.Errorf("%d ms: %v and %v, want the longest Duration", ms, d.RetryAfter(), d.ResetAfter())
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -137,7 +138,12 @@ func (g *Gate) Run(ctx context.Context, job *rivertype.JobRow, tenant string, co
 		g.notify(job, outcome)
 		return err
 	case !d.Allowed:
-		outcome.Snooze = d.RetryAfter() + g.jitter()
+		// Saturating: a retry of the longest Duration plus jitter would wrap
+		// negative, and JobSnooze panics on a negative wait.
+		outcome.Snooze = d.RetryAfter()
+		if jitter := g.jitter(); outcome.Snooze <= math.MaxInt64-jitter {
+			outcome.Snooze += jitter
+		}
 	default:
 		outcome.Ran = true
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -418,5 +419,35 @@ func TestUndecodableArgsFailWithoutRunningTheWork(t *testing.T) {
 	if n := decodeErrs.Load(); n != 1 || len(attempts) != 0 || len(outcomes) != 0 {
 		t.Fatalf("decode errors %d, work ran %d times, gate asked %d times; want 1, 0, 0",
 			n, len(attempts), len(outcomes))
+	}
+}
+
+// A retry past the longest Duration (a bucketed window of one bucket holds a
+// permit up to twice its 200 years) snoozes the job for the longest Duration:
+// adding the jitter must not wrap it negative, which JobSnooze panics on.
+func TestARetryPastTheLongestDurationSnoozesThatLong(t *testing.T) {
+	const year = 365 * 24 * 3600 * 1000
+	l, err := slidelimit.NewMemory(slidelimit.Policy{
+		Resource: "lifetime", Algorithm: slidelimit.BucketedWindow, Limit: 1, WindowMs: 200 * year, Buckets: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if d, err := l.Acquire(ctx, "key-1"); err != nil || !d.Allowed {
+		t.Fatalf("%+v %v", d, err)
+	}
+	var r run
+	gate := riverlimit.NewGate(l, riverlimit.WithMaxJitter(time.Second), riverlimit.WithObserver(r.observe))
+	err = gate.Run(ctx, &rivertype.JobRow{}, "key-1", 1, func(context.Context) error {
+		t.Error("the work ran without a permit")
+		return nil
+	})
+	var snooze *rivertype.JobSnoozeError
+	if !errors.As(err, &snooze) || snooze.Duration != math.MaxInt64 {
+		t.Fatalf("want a snooze of the longest Duration, got %v", err)
+	}
+	if _, _, outcomes := r.snapshot(); len(outcomes) != 1 || outcomes[0].Decision.RetryAfterMs <= uint64(math.MaxInt64/int64(time.Millisecond)) {
+		t.Fatalf("outcomes %+v", outcomes)
 	}
 }
