@@ -138,6 +138,37 @@ fn invalid_input_names_the_field() {
     assert_eq!(bad_url.err().unwrap().field(), Some("url"));
 }
 
+/// A caller so far behind the newest admission that a hint would pass 2^53
+/// (docs/protocol.md, "Bucketed window", rule 4): the script refuses it with
+/// the memory engine's error, field and text alike, and records nothing.
+#[test]
+fn a_bucketed_hint_past_2p53_is_the_engines_invalid_argument() {
+    let top = 1u64 << 52;
+    let p = Policy::with_buckets(
+        &unique_namespace("rl"),
+        "geocode",
+        Algorithm::BucketedWindow,
+        1,
+        top,
+        Some(1),
+    )
+    .unwrap();
+    let redis = connect(p.clone());
+    let memory = blocking::Limiter::memory(p, Options::default()).unwrap();
+    for limiter in [&redis, &memory] {
+        assert!(limiter.acquire_at("t", 1, top).unwrap().allowed);
+    }
+    let refused = |limiter: &blocking::Limiter| limiter.acquire_at("t", 1, top - 2).unwrap_err();
+    let (on_redis, in_memory) = (refused(&redis), refused(&memory));
+    assert_eq!(on_redis.code(), ErrorCode::InvalidArgument, "{on_redis}");
+    assert_eq!(on_redis.field(), Some("now_ms"));
+    assert_eq!(on_redis.to_string(), in_memory.to_string());
+    // At 2^52 - 1 the hint is exactly 2^53: an answer, the same on both.
+    let redis_d = redis.acquire_at("t", 1, top - 1).unwrap();
+    assert_eq!(redis_d, memory.acquire_at("t", 1, top - 1).unwrap());
+    assert_eq!((redis_d.allowed, redis_d.retry_after_ms), (false, 1 << 53));
+}
+
 #[test]
 fn a_flushed_script_cache_is_invisible() {
     let limiter = connect(policy(Algorithm::SlidingCounter, 10, 60_000));
