@@ -14,7 +14,10 @@ invalid_argument step), peeks, two tenants (now and then odd ones), bursts in on
 jumps over several windows. The exact algorithms' vectors (and policies whose
 every limit is exact) also get callers whose clocks lag or lead by up to two
 windows (the time rule, docs/protocol.md "Time"); the counter's times only
-move forward, as its contract asks. Python 3 standard library only.
+move forward, as its contract asks. Now and then a window past 2^51 ms (limit
+1), with times anywhere up to 2^52: hints near 2^53 and the refusal of those
+past it (docs/protocol.md, "Bucketed window", rule 4). Python 3 standard
+library only.
 """
 
 from __future__ import annotations
@@ -36,6 +39,9 @@ ALGORITHMS = ("sliding_log", "sliding_counter", "bucketed_window")
 # window below a second (generate.check_scenario's rule).
 WINDOWS = (1000, 1200, 1500, 2000, 3000, 5000, 10_000, 60_000)
 LIMITS = (1, 2, 3, 5, 10, 37, 600)
+# Windows past 2^51 ms, where a caller far behind the newest admission can be
+# owed a hint above 2^53 (docs/protocol.md, "Bucketed window", rule 4).
+HUGE_WINDOWS = (3 * 2**50, 2**52)
 # 2025-11-30T04:00:00Z, as the scenarios' vectors start.
 EPOCH_MS = 1_764_475_200_000
 
@@ -94,11 +100,14 @@ def random_limit(rng: random.Random, algorithm: str, extreme: bool = False) -> d
     if extreme:
         # Limits and windows at the contract's bounds (limit * window_ms <= 2^52,
         # the log's limit <= 10,000).
-        window = rng.choice([86_400_000, 2**32, 3_600_000 * 7 * 24])
+        window = rng.choice([86_400_000, 2**32, 3_600_000 * 7 * 24, *HUGE_WINDOWS])
         cap = model.MAX_LIMIT_TIMES_WINDOW // window
         if algorithm == "sliding_log":
             cap = min(cap, model.MAX_LOG_LIMIT)
-        limit |= {"window_ms": window, "limit": rng.choice([cap, cap - 1, rng.randint(1, cap)])}
+        limit |= {
+            "window_ms": window,
+            "limit": rng.choice([cap, max(1, cap - 1), rng.randint(1, cap)]),
+        }
     if algorithm == "bucketed_window":
         divisors = model.divisors(window)
         # Now and then g = 1 (the log) or one bucket (the coarsest).
@@ -127,27 +136,42 @@ def random_steps(rng: random.Random, policy: dict) -> list[dict]:
     window = min(limit["window_ms"] for limit in limits)
     smallest = min(limit["limit"] for limit in limits)
     now = EPOCH_MS + rng.randrange(window)
-    if window > 60_000 and rng.random() < 0.5:
+    if window in HUGE_WINDOWS:
+        # Any time up to 2^52: one window spans nearly all of them.
+        now = rng.randrange(model.MAX_NOW_MS + 1)
+    elif window > 60_000 and rng.random() < 0.5:
         # Near the largest now_ms (2^52), with room for the steps below.
         now = model.MAX_NOW_MS - 20 * window - rng.randrange(window)
     tenants = ["a", "b"] if rng.random() < 0.7 else [random_tenant(rng), random_tenant(rng)]
     steps = []
     # The model's brute force walks a log of 10,000 entries slowly: fewer steps there.
     big_log = any(limit["algorithm"] == "sliding_log" and limit["limit"] > 1000 for limit in limits)
+    huge = window in HUGE_WINDOWS
     for _ in range(rng.randint(3, 10) if big_log else rng.randint(5, 60)):
-        now += rng.choice(
-            [
-                0,
-                0,
-                1,
-                rng.randrange(window // 10 + 1),
-                rng.randrange(window + 1),
-                rng.randrange(3 * window + 1),
-            ]
-        )
+        if huge:
+            # Steps that stay below 2^52 (a jump of a window would pass it).
+            now += rng.choice([0, 1, rng.randrange(2**20), rng.randrange(2**44)])
+        else:
+            now += rng.choice(
+                [
+                    0,
+                    0,
+                    1,
+                    rng.randrange(window // 10 + 1),
+                    rng.randrange(window + 1),
+                    rng.randrange(3 * window + 1),
+                ]
+            )
         caller = now
-        if exact and rng.random() < 0.3:
-            caller = now + rng.randrange(-2 * window, 2 * window + 1)
+        if exact and rng.random() < (0.5 if huge else 0.3):
+            # No negative times: drivers take now_ms as an unsigned integer.
+            caller = max(0, now + rng.randrange(-2 * window, 2 * window + 1))
+            if huge:
+                # In [1, 2^52]: a caller at 2^52 puts later ones in rule 4's
+                # reach; none at 0 keeps every hint off exactly 2^53 (past the
+                # vector schema's bound), which the log and the counter could
+                # give there.
+                caller = min(max(caller, 1), model.MAX_NOW_MS)
         if rng.random() < 0.97:
             cost = rng.choice(
                 [rng.randint(1, smallest), smallest, max(1, smallest // rng.randint(1, 4))]
