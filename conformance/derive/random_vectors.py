@@ -136,7 +136,8 @@ def random_steps(rng: random.Random, policy: dict) -> list[dict]:
     window = min(limit["window_ms"] for limit in limits)
     smallest = min(limit["limit"] for limit in limits)
     now = EPOCH_MS + rng.randrange(window)
-    if window in HUGE_WINDOWS:
+    huge = window in HUGE_WINDOWS
+    if huge:
         # Any time up to 2^52: one window spans nearly all of them.
         now = rng.randrange(model.MAX_NOW_MS + 1)
     elif window > 60_000 and rng.random() < 0.5:
@@ -146,7 +147,6 @@ def random_steps(rng: random.Random, policy: dict) -> list[dict]:
     steps = []
     # The model's brute force walks a log of 10,000 entries slowly: fewer steps there.
     big_log = any(limit["algorithm"] == "sliding_log" and limit["limit"] > 1000 for limit in limits)
-    huge = window in HUGE_WINDOWS
     for _ in range(rng.randint(3, 10) if big_log else rng.randint(5, 60)):
         if huge:
             # Steps that stay below 2^52 (a jump of a window would pass it).
@@ -164,13 +164,12 @@ def random_steps(rng: random.Random, policy: dict) -> list[dict]:
             )
         caller = now
         if exact and rng.random() < (0.5 if huge else 0.3):
-            # No negative times: drivers take now_ms as an unsigned integer.
-            caller = max(0, now + rng.randrange(-2 * window, 2 * window + 1))
+            caller = now + rng.randrange(-2 * window, 2 * window + 1)
             if huge:
-                # In [1, 2^52]: a caller at 2^52 puts later ones in rule 4's
-                # reach; none at 0 keeps every hint off exactly 2^53 (past the
-                # vector schema's bound), which the log and the counter could
-                # give there.
+                # In [1, 2^52] (drivers take no negative now_ms): a caller at
+                # 2^52 puts later ones in rule 4's reach; none at 0 keeps every
+                # hint off exactly 2^53 (past the vector schema's bound), which
+                # the log and the counter could give there.
                 caller = min(max(caller, 1), model.MAX_NOW_MS)
         if rng.random() < 0.97:
             cost = rng.choice(

@@ -1,6 +1,7 @@
 //! The reply every script returns, and the decision parsed from it.
 
 use crate::error::{Error, ErrorCode, Result};
+use crate::number::MAX_EXACT;
 
 /// What a check answered. Times are milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -35,9 +36,6 @@ pub const REPLY_LEN: usize = 5;
 pub const MULTI_REPLY_LEN: usize = 6;
 /// The most limits a policy may hold (`lua/multi_limit.lua` has the same number).
 pub const MAX_LIMITS: usize = 8;
-
-/// 2^53: the largest magnitude up to which a double holds every integer.
-const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
 
 fn malformed(why: impl std::fmt::Display) -> Error {
     Error::new(
@@ -94,7 +92,7 @@ impl Decision {
         let non_negative = |name: &str, v: i64| -> Result<u64> {
             u64::try_from(v)
                 .ok()
-                .filter(|&n| n <= MAX_SAFE as u64)
+                .filter(|&n| n <= MAX_EXACT)
                 .ok_or_else(|| malformed(format!("has {name} = {v}")))
         };
         let mut d = Decision {
@@ -136,7 +134,7 @@ impl Decision {
         reply_len(limits)?;
         let mut ints = [0i64; MULTI_REPLY_LEN];
         for (i, &v) in reply.iter().enumerate() {
-            if !(v.is_finite() && v.fract() == 0.0 && v.abs() <= MAX_SAFE) {
+            if !(v.is_finite() && v.fract() == 0.0 && v.abs() <= MAX_EXACT as f64) {
                 return Err(Error::new(
                     ErrorCode::MalformedReply,
                     format!("script reply element {i} is not an integer"),

@@ -18,6 +18,7 @@
 
 use crate::decision::{Decision, MAX_LIMITS};
 use crate::error::{Error, ErrorCode, Result};
+use crate::number::MAX_EXACT;
 use crate::policy::{Algorithm, Policy};
 use crate::script::{Mode, Script, ScriptCall, ScriptKind};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -575,8 +576,6 @@ fn sliding_counter(
     })
 }
 
-/// 2^53: the largest hint a reply carries exactly (docs/protocol.md, "Bucketed window").
-const MAX_HINT_MS: u64 = 1 << 53;
 /// What `lua/bucketed_window.lua` answers when a hint would pass 2^53.
 const HINT_PAST_2P53: &str = "lags the newest admission so far that the hints would pass 2^53 ms";
 
@@ -600,7 +599,7 @@ fn bucketed_window(
     // Every hint is at most x(t / g) - now; above 2^53 no double (nor the
     // script's Lua) holds it exactly. Only a caller lagging the newest
     // admission by about 2^52 ms, with a window above 2^51 ms, gets here.
-    if x(t / g) - a.now > MAX_HINT_MS {
+    if x(t / g) - a.now > MAX_EXACT {
         return Err(Error::invalid("now_ms", HINT_PAST_2P53));
     }
     // Buckets below first_live have expired at t (x_b <= t).

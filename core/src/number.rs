@@ -2,8 +2,11 @@
 
 use crate::error::{Error, Result};
 
-/// 2^53: above it a double no longer holds every integer.
-const MAX_SAFE: f64 = 9_007_199_254_740_992.0;
+/// 2^53: above it a double no longer holds every integer. The bound of every
+/// number a binding takes from a double and of every script reply field
+/// (`Decision::from_reply`, the memory engine's hints).
+pub(crate) const MAX_EXACT: u64 = 1 << 53;
+const MAX_SAFE: f64 = MAX_EXACT as f64;
 
 /// Converts a double to an integer field, rejecting NaN, infinities,
 /// negatives, fractions and values above 2^53 with `invalid_argument` naming
