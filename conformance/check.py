@@ -253,6 +253,12 @@ class Run:
     report: Report
 
 
+class ProtocolRefusal(drivers.DriverError):
+    """The driver answered `protocol` to a request of one vector: it could not
+    read it (docs/driver.md). That vector fails; the driver carries on, and so
+    does the file."""
+
+
 class _Session:
     """One driver process working through one vector file."""
 
@@ -265,8 +271,9 @@ class _Session:
         self.noncanonical = {}  # vector -> [messages]
 
     def ask(self, request):
-        """The reply's raw line and parsed object; a protocol reply or a line
-        that is no JSON object is the driver's failure (DriverError)."""
+        """The reply's raw line and parsed object; a protocol reply is the
+        vector's failure (ProtocolRefusal), a line that is no JSON object the
+        driver's (DriverError)."""
         raw = self.driver.request_raw(request)
         try:
             obj = json.loads(raw)
@@ -277,7 +284,7 @@ class _Session:
         # The keys in the order the driver printed them.
         pairs = json.loads(raw, object_pairs_hook=list)
         if obj.get("error") == "protocol":
-            raise drivers.DriverError(
+            raise ProtocolRefusal(
                 f"{self.driver.name} refused {json.dumps(request, ensure_ascii=False)[:300]}: "
                 f"{obj.get('message')}"
             )
@@ -299,13 +306,16 @@ class _Session:
         self.use({"op": "store", "kind": "memory"})
         # The key does not depend on the limit; 1 is always valid.
         policy = {"op": "policy", "limit": 1}
-        policy.update((f, i[f]) for f in ("namespace", "resource", "algorithm", "window_ms"))
-        # buckets only when the vector names it: absent means the binding's default.
-        if "buckets" in i:
-            policy["buckets"] = i["buckets"]
+        # The fields the vector gives, as given: one left out (buckets, say)
+        # is the binding's default, or its refusal where it has none.
+        policy.update(
+            (f, i[f])
+            for f in ("namespace", "resource", "algorithm", "window_ms", "buckets")
+            if f in i
+        )
         _, _, obj = self.ask(policy)
         if "error" not in obj:
-            _, _, obj = self.ask({"op": "key", "tenant": i["tenant"]})
+            _, _, obj = self.ask({"op": "key", **{f: i[f] for f in ("tenant",) if f in i}})
         if "error" in obj:
             self.log.append(canonical([("vector", name), ("error", obj["error"])]))
         else:
@@ -321,7 +331,7 @@ class _Session:
         _, _, obj = self.ask(policy)
         if "error" not in obj:
             # Every vector starts from empty state.
-            for tenant in dict.fromkeys(s["tenant"] for s in v["steps"]):
+            for tenant in dict.fromkeys(s["tenant"] for s in v["steps"] if "tenant" in s):
                 _, _, reset = self.ask({"op": "reset", "tenant": tenant})
                 # A tenant no key can be built for touches no key.
                 if reset.get("error") not in (None, "invalid_argument"):
@@ -333,7 +343,8 @@ class _Session:
             # A peek step (docs/driver.md's peek op, on the caller's time)
             # decides as acquire would and records nothing.
             request = {"op": "peek" if step.get("peek") is True else "acquire_at"}
-            request.update((f, step[f]) for f in ("tenant", "now_ms", "cost"))
+            # A field the step leaves out (cost, say) is left out of the request.
+            request.update((f, step[f]) for f in ("tenant", "now_ms", "cost") if f in step)
             raw, pairs, obj = self.ask(request)
             head = f'{{"vector":{json.dumps(name, ensure_ascii=False)},"step":{n},'
             if "error" in obj:
@@ -379,6 +390,8 @@ def run_column(column, path, expected, capture_stderr=False):
                             session.decision_vector(v["name"], v)
                     except (KeyError, TypeError) as e:
                         raise VectorFileError(f"{path}: vector {v.get('name')}: missing {e}") from e
+                    except ProtocolRefusal as e:
+                        session.problems.append((v["name"], f"driver {name}: {e}"))
         except drivers.DriverError as e:
             session = session or _Session(None, store)
             session.problems.append((None, f"driver {name} failed: {e}"))

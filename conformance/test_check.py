@@ -182,14 +182,14 @@ FAKE_DRIVER = textwrap.dedent(
             say(json.dumps({"ok": True, "key": "rl:{geocode:" + t + "}:log:60000", "slot": 11133},
                            separators=(",", ":")))
         elif op in ("acquire_at", "peek"):
-            if mode == "die" and r["cost"] > 1:
+            if mode == "die" and r.get("cost", 1) > 1:
                 sys.exit(3)
-            if mode == "protocol":
+            if mode == "protocol" and r.get("cost", 1) > 1:
                 say('{"error":"protocol","message":"acquire_at: cost must be a number"}')
-            elif r["cost"] > limit:
+            elif r.get("cost", 1) > limit:
                 say('{"error":"invalid_argument","field":"cost","message":"cost: above the limit"}')
             else:
-                rest = limit - r["cost"]
+                rest = limit - r.get("cost", 1)
                 if mode == "spaced":
                     say('{"allowed": true, "remaining": %d, "retry_after_ms": 0, '
                         '"reset_after_ms": %d, "now_ms": %d}' % (rest, window, r["now_ms"]))
@@ -338,11 +338,39 @@ class DriverHarnessTest(unittest.TestCase):
         status, _ = self.run_column("fake:memory", "reordered")
         self.assertEqual(status["log/basic"], "FAIL")
 
-    def test_a_protocol_reply_or_a_dead_driver_fails(self):
-        for mode in ("protocol", "die"):
-            status, run = self.run_column("fake:memory", mode)
-            self.assertEqual(status["log/basic"], "FAIL", mode)
-            self.assertTrue(any("driver fake failed" in m for m in run.report.messages()), mode)
+    def test_a_dead_driver_fails_the_file(self):
+        status, run = self.run_column("fake:memory", "die")
+        self.assertEqual(status["log/basic"], "FAIL")
+        self.assertTrue(any("driver fake failed" in m for m in run.report.messages()))
+
+    def test_a_protocol_reply_fails_its_vector_and_the_file_goes_on(self):
+        doc = json.loads(json.dumps(VECTORS))
+        after = json.loads(json.dumps(doc["vectors"][1]))
+        after["name"] = "log/after"
+        after["steps"] = after["steps"][:1]
+        doc["vectors"].append(after)
+        self.write(doc)
+        status, run = self.run_column("fake:memory", "protocol")
+        self.assertEqual(status, {"key/brace": "pass", "log/basic": "FAIL", "log/after": "pass"})
+        failures = run.report.failures["log/basic"]
+        self.assertTrue(any("fake refused" in m and "cost must be a number" in m for m in failures))
+        self.assertEqual(run.report.general, [])
+
+    def test_fields_a_vector_leaves_out_are_left_out_of_the_requests(self):
+        doc = json.loads(json.dumps(VECTORS))
+        del doc["vectors"][0]["input"]["namespace"]
+        del doc["vectors"][1]["steps"][0]["cost"]
+        del doc["vectors"][1]["policy"]["algorithm"]
+        self.write(doc)
+        status, run = self.run_column("fake:memory")
+        self.assertEqual(status["log/basic"], "pass", run.report.messages())
+        policies = [r for r in self.sent() if r["op"] == "policy"]
+        self.assertNotIn("namespace", policies[0])
+        self.assertEqual(policies[0]["resource"], "geocode")
+        self.assertNotIn("algorithm", policies[1])
+        steps = [r for r in self.sent() if r["op"] == "acquire_at"]
+        self.assertEqual(steps[0], {"op": "acquire_at", "tenant": "t-1", "now_ms": 1000})
+        self.assertEqual(steps[1]["cost"], 4)
 
     def test_a_refused_policy_is_logged_for_every_step_without_a_reset(self):
         doc = json.loads(json.dumps(VECTORS))

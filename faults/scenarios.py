@@ -1015,6 +1015,16 @@ BAD_POLICIES: list[tuple[dict[str, Any], str]] = [
     ({"algorithm": "sliding log"}, "algorithm"),
     ({"algorithm": "SLIDING_LOG"}, "algorithm"),
     ({"algorithm": "token_bucket"}, "algorithm"),
+    # Numbers no unsigned parameter holds, and fields left out (null is the
+    # same as absent): every binding refuses them, the typed ones through
+    # their drivers (docs/driver.md).
+    ({"limit": -1}, "limit"),
+    ({"window_ms": -1000}, "window_ms"),
+    ({"limit": 2.5}, "limit"),
+    ({"algorithm": "bucketed_window", "buckets": -10}, "buckets"),
+    ({"limit": None}, "limit"),
+    ({"window_ms": None}, "window_ms"),
+    ({"resource": None}, "resource"),
 ]
 
 BAD_TENANTS = [
@@ -1038,7 +1048,7 @@ def _bad_calls(limit):
             {"op": "key"},
         ):
             calls.append(({**op, "tenant": tenant}, "tenant", message))
-    for cost in (0, limit + 1, 1 << 53):
+    for cost in (0, limit + 1, 1 << 53, -1, 1.5):
         for op in (
             {"op": "acquire"},
             {"op": "acquire_at", "now_ms": T},
@@ -1046,7 +1056,7 @@ def _bad_calls(limit):
             {"op": "peek", "now_ms": T},
         ):
             calls.append(({**op, "tenant": "t", "cost": cost}, "cost", "cost: "))
-    for now in ((1 << 52) + 1, 1 << 53):
+    for now in ((1 << 52) + 1, 1 << 53, -1, 2.5):
         for op in ({"op": "acquire_at"}, {"op": "peek"}):
             calls.append(({**op, "tenant": "t", "now_ms": now}, "now_ms", "now_ms: "))
     return calls

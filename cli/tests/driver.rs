@@ -167,12 +167,11 @@ fn unreadable_requests_get_protocol_errors_and_the_driver_carries_on() {
     d.ask(r#"{"op":"store","kind":"memory"}"#);
     d.ask(POLICY);
     for (request, says) in [
-        (r#"{"op":"acquire_at","tenant":"t","now_ms":-1}"#, "now_ms"),
-        (r#"{"op":"acquire_at","tenant":"t","now_ms":1.5}"#, "now_ms"),
         (
             r#"{"op":"acquire_at","tenant":5,"now_ms":1}"#,
             "tenant must be a string",
         ),
+        (r#"{"op":"acquire_at","tenant":"t","now_ms":"1"}"#, "now_ms"),
         (r#"{"op":"acquire_at","tenant":"t"}"#, "now_ms is required"),
         (r#"{"op":"acquire","tenant":"t","cost":true}"#, "cost"),
     ] {
@@ -188,6 +187,114 @@ fn unreadable_requests_get_protocol_errors_and_the_driver_carries_on() {
         zero.starts_with(r#"{"error":"invalid_argument","field":"cost""#),
         "{zero}"
     );
+    d.exit();
+}
+
+#[test]
+fn a_number_no_u64_holds_is_invalid_argument_on_its_field() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    d.ask(POLICY);
+    for (request, field, says) in [
+        (
+            r#"{"op":"acquire_at","tenant":"t","now_ms":-1}"#,
+            "now_ms",
+            "must not be negative, got -1",
+        ),
+        (
+            r#"{"op":"acquire_at","tenant":"t","now_ms":1.5}"#,
+            "now_ms",
+            "must be an integer, got 1.5",
+        ),
+        (
+            r#"{"op":"acquire_at","tenant":"t","now_ms":1,"cost":-2}"#,
+            "cost",
+            "must not be negative, got -2",
+        ),
+        (
+            r#"{"op":"peek","tenant":"t","now_ms":18446744073709551616}"#,
+            "now_ms",
+            "must be at most 2^64 - 1",
+        ),
+        (
+            r#"{"op":"store","kind":"memory","timeout_ms":-5}"#,
+            "timeout_ms",
+            "must not be negative, got -5",
+        ),
+    ] {
+        let reply = d.ask(request);
+        let head =
+            format!(r#"{{"error":"invalid_argument","field":"{field}","message":"{field}: {says}"#);
+        assert!(reply.starts_with(&head), "{request}: {reply}");
+    }
+    // The refused store left the memory store in place; the limiter too.
+    let allowed = d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#);
+    assert!(allowed.starts_with(r#"{"allowed":true"#), "{allowed}");
+
+    // In a policy the refusal is the policy's: every later call answers it.
+    let refused = d.ask(&POLICY.replace(r#""limit":2"#, r#""limit":-2"#));
+    assert!(
+        refused.starts_with(r#"{"error":"invalid_argument","field":"limit","message":"limit: must not be negative, got -2"#),
+        "{refused}"
+    );
+    assert_eq!(
+        d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#),
+        refused
+    );
+    assert_eq!(d.ask(r#"{"op":"key","tenant":"t"}"#), refused);
+    let limits = r#"{"op":"policy","namespace":"NS","resource":"geocode","limits":[{"algorithm":"sliding_log","limit":2,"window_ms":1000},{"algorithm":"sliding_log","limit":3,"window_ms":2.5}]}"#;
+    let bad = d.ask(limits);
+    assert!(
+        bad.starts_with(r#"{"error":"invalid_argument","field":"limits[1].window_ms","message":"limits[1].window_ms: must be an integer, got 2.5"#),
+        "{bad}"
+    );
+    d.exit();
+}
+
+#[test]
+fn null_is_absent_and_a_field_without_default_is_required() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    // null namespace, algorithm and buckets: the binding's defaults.
+    let defaults = r#"{"op":"policy","namespace":null,"resource":"geocode","algorithm":null,"limit":2,"window_ms":1000,"buckets":null,"deny_cache":null}"#;
+    assert_eq!(d.ask(defaults), r#"{"ok":true}"#);
+    assert_eq!(
+        d.ask(r#"{"op":"key","tenant":"t"}"#),
+        format!(
+            r#"{{"ok":true,"key":"rl:{{geocode:t}}:log:1000","slot":{}}}"#,
+            slidelimit::slot("rl:{geocode:t}:log:1000")
+        )
+    );
+    let decided = d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1,"cost":null}"#);
+    assert!(
+        decided.starts_with(r#"{"allowed":true,"remaining":1,"#),
+        "{decided}"
+    );
+    for (request, field) in [
+        (
+            r#"{"op":"policy","resource":"geocode","window_ms":1000}"#,
+            "limit",
+        ),
+        (
+            r#"{"op":"policy","resource":"geocode","limit":2,"window_ms":null}"#,
+            "window_ms",
+        ),
+        (r#"{"op":"policy","limit":2,"window_ms":1000}"#, "resource"),
+        (
+            r#"{"op":"policy","resource":"geocode","limits":[{"limit":2,"window_ms":1000},{"limit":2}]}"#,
+            "limits[1].window_ms",
+        ),
+    ] {
+        let reply = d.ask(request);
+        let head = format!(
+            r#"{{"error":"invalid_argument","field":"{field}","message":"{field}: is required"#
+        );
+        assert!(reply.starts_with(&head), "{request}: {reply}");
+        assert_eq!(
+            d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#),
+            reply
+        );
+    }
     d.exit();
 }
 
@@ -456,9 +563,10 @@ fn the_policy_op_takes_buckets() {
         err.starts_with(r#"{"error":"invalid_argument","field":"buckets","#),
         "{err}"
     );
+    // A count no u64 holds is refused on the field (docs/driver.md).
     let err = d.ask(&bucketed.replace(r#""buckets":4"#, r#""buckets":-1"#));
     assert!(
-        err.contains("buckets must be a non-negative integer"),
+        err.starts_with(r#"{"error":"invalid_argument","field":"buckets","message":"buckets: must not be negative, got -1"#),
         "{err}"
     );
     d.exit();

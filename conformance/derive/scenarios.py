@@ -1552,6 +1552,39 @@ VALIDATION = [
         1000,
         [S(P52 - 1), S(P52), S(P52 + 1)],
     ),
+    # Negative numbers: docs/driver.md says how a binding whose API types
+    # cannot even hold one (Rust's u64, Go's uint64) reports it.
+    *both(
+        "limit-negative",
+        "A negative limit is invalid_argument for every step, in every binding.",
+        -1,
+        1000,
+        [S(10_000)],
+        field="limit",
+    ),
+    *both(
+        "window-negative",
+        "A negative window_ms is invalid_argument for every step, in every binding.",
+        10,
+        -1000,
+        [S(10_000)],
+        field="window_ms",
+    ),
+    *both(
+        "cost-negative",
+        "A negative cost is invalid_argument and records nothing; the next valid step sees "
+        "an empty key.",
+        3,
+        1000,
+        [S(10_000, -1), S(10_000, 3)],
+    ),
+    *both(
+        "now-negative",
+        "A negative now_ms is invalid_argument; now_ms 0 is valid.",
+        2,
+        1000,
+        [S(-5000), S(-1), S(0)],
+    ),
     *both(
         "namespace-bad-char",
         "A namespace outside [A-Za-z0-9_.-] is invalid_argument for every step.",
@@ -1593,6 +1626,15 @@ VALIDATION = [
         3,
         1000,
         0,
+        [S(10_000)],
+        field="buckets",
+    ),
+    bucketed(
+        "validation/bucketed-buckets-negative",
+        "A negative bucket count is invalid_argument for every step, in every binding.",
+        3,
+        1000,
+        -10,
         [S(10_000)],
         field="buckets",
     ),

@@ -241,9 +241,10 @@ class Driver:
     def policy(self, f: Fields) -> str:
         if self.store is None:
             raise Protocol("policy: no store yet")
-        # Defaults are the binding's; resource, limit and window_ms have none.
+        # Defaults are the binding's; resource, limit and window_ms have none,
+        # so one left out goes to the binding as None, which it refuses.
         namespace = f.opt_str("namespace")
-        resource = f.string("resource")
+        resource: Any = f.opt_str("resource")
         deny_cache = f.request.get("deny_cache", False)
         if not isinstance(deny_cache, bool):
             raise Protocol("policy: deny_cache must be a boolean")
@@ -257,8 +258,8 @@ class Driver:
             given = [self.limit(i, item) for i, item in enumerate(limits)]
         else:
             algorithm = f.opt_str("algorithm")
-            limit = f.number("limit")
-            window_ms = f.number("window_ms")
+            limit = f.opt_number("limit")
+            window_ms = f.opt_number("window_ms")
             buckets = f.opt_number("buckets")  # None: the binding's default
         namespace = slidelimit.DEFAULT_NAMESPACE if namespace is None else namespace
         self.limiter = None
@@ -289,8 +290,8 @@ class Driver:
         algorithm = f.opt_str("algorithm")
         return Limit(
             slidelimit.DEFAULT_ALGORITHM if algorithm is None else algorithm,
-            f.number("limit"),
-            f.number("window_ms"),
+            f.opt_number("limit"),
+            f.opt_number("window_ms"),
             f.opt_number("buckets"),
         )
 

@@ -70,6 +70,35 @@ def test_framing_and_protocol_errors() -> None:
     assert replies[15] == {"ok": True} and len(replies) == 16
 
 
+def test_a_policy_field_left_out_or_null_goes_to_the_binding_as_none() -> None:
+    # docs/driver.md: null is a field left out; resource, limit and window_ms
+    # have no default, so the binding refuses None, naming the field.
+    out = session(
+        [
+            b'{"op":"store","kind":"memory"}',
+            b'{"op":"policy","resource":"geo","window_ms":1000}',
+            b'{"op":"acquire_at","tenant":"t","now_ms":1}',
+            b'{"op":"policy","resource":"geo","limit":2,"window_ms":null}',
+            b'{"op":"policy","limit":2,"window_ms":1000}',
+            b'{"op":"policy","resource":"geo","limits":[{"limit":2,"window_ms":1000},{"limit":2}]}',
+            b'{"op":"policy","namespace":null,"resource":"geo","algorithm":null,"limit":2,'
+            b'"window_ms":1000,"buckets":null}',
+            b'{"op":"acquire_at","tenant":"t","now_ms":1,"cost":null}',
+        ]
+    )
+    replies = [json.loads(line) for line in out]
+    assert replies[0] == {"ok": True}
+    fields = ["limit", "limit", "window_ms", "resource", "limits[1].window_ms"]
+    for reply, field in zip(replies[1:6], fields):
+        assert (reply["error"], reply["field"]) == ("invalid_argument", field), reply
+        assert reply["message"].startswith(f"{field}: "), reply
+    assert replies[1] == replies[2]
+    assert replies[6] == {"ok": True}
+    assert out[7] == (
+        '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":1}'
+    )
+
+
 def test_the_policy_op_takes_buckets() -> None:
     bucketed = '"algorithm":"bucketed_window","limit":2,"window_ms":1000'
     out = session(
@@ -148,13 +177,14 @@ def test_the_policy_op_takes_limits_and_replies_denied_by() -> None:
         {**policy, "limits": []},
         {**policy, "limits": [limits[0], {**limits[1], "window_ms": 0}]},
         {**policy, "limits": [limits[0]] * 9},
+        # A limit without its limit: None to the binding (docs/driver.md).
+        {**policy, "limits": [limits[0], {"algorithm": "sliding_log", "window_ms": 5}]},
         # Not the protocol's: the driver's own errors.
         {**policy, "limit": 2},
         {**policy, "algorithm": "sliding_log"},
         {**policy, "limits": {"0": limits[0]}},
         {**policy, "limits": [limits[0], {**limits[1], "colour": "red"}]},
         {**policy, "limits": [limits[0], {**limits[1], "limit": "3"}]},
-        {**policy, "limits": [limits[0], {"algorithm": "sliding_log", "window_ms": 5}]},
         {**policy, "deny_cache": "yes"},
         {**policy, "limits": [limits[0], 5]},
         # One limit in the list: the single policy, its field names.
@@ -176,12 +206,13 @@ def test_the_policy_op_takes_limits_and_replies_denied_by() -> None:
     )
     assert replies[4]["denied_by"] == 1 and not replies[4]["allowed"]
     assert replies[5]["key"] == "rl:{geo:t}:log:1000"
-    assert [(r.get("error"), r.get("field")) for r in replies[6:9]] == [
+    assert [(r.get("error"), r.get("field")) for r in replies[6:10]] == [
         ("invalid_argument", "limits"),
         ("invalid_argument", "limits[1].window_ms"),
         ("invalid_argument", "limits"),
+        ("invalid_argument", "limits[1].limit"),
     ]
-    for i in range(9, 17):
+    for i in range(10, 17):
         assert replies[i]["error"] == "protocol", (i, replies[i])
     assert (replies[17]["error"], replies[17]["field"]) == ("invalid_argument", "window_ms")
     # deny_cache on the memory store: accepted, the engine has none.

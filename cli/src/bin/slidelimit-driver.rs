@@ -67,6 +67,24 @@ fn protocol_line(p: &Protocol) -> String {
 
 const OK: &str = "{\"ok\":true}";
 
+/// The refusal of a policy field with no default that a request left out.
+const REQUIRED: &str = "is required (the Rust API has no default)";
+
+/// Why a JSON number is no u64, in the words the other bindings use.
+fn beyond_u64(n: &serde_json::Number) -> String {
+    let problem = if n.as_i64().is_some() {
+        "must not be negative"
+    } else if n
+        .as_f64()
+        .is_some_and(|v| v.fract() == 0.0 && v >= 18_446_744_073_709_551_616.0)
+    {
+        "must be at most 2^64 - 1"
+    } else {
+        "must be an integer"
+    };
+    format!("{problem}, got {n} (the Rust API takes u64)")
+}
+
 /// The fields of one request, read by name with the JSON type the protocol
 /// gives them; a field the op does not know is refused, so that a misspelt
 /// field is no silent default.
@@ -86,6 +104,12 @@ impl<'a> Fields<'a> {
         Ok(Fields { op, map })
     }
 
+    /// A field's value; JSON `null` is the same as leaving the field out
+    /// (docs/driver.md), as it is for the drivers of dynamic languages.
+    fn get(&self, name: &str) -> Option<&'a Value> {
+        self.map.get(name).filter(|v| !v.is_null())
+    }
+
     fn wrong(&self, name: &str, want: &str) -> Protocol {
         Protocol(format!("{}: {name} must be {want}", self.op))
     }
@@ -95,7 +119,7 @@ impl<'a> Fields<'a> {
     }
 
     fn opt_str(&self, name: &str) -> Result<Option<&'a str>, Protocol> {
-        match self.map.get(name) {
+        match self.get(name) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s)),
             Some(_) => Err(self.wrong(name, "a string")),
@@ -106,15 +130,14 @@ impl<'a> Fields<'a> {
         self.opt_str(name)?.ok_or_else(|| self.missing(name))
     }
 
-    /// An integer the binding's u64 parameters can hold; a negative or
-    /// fractional number cannot be handed to them at all.
+    /// An integer the harness's own fields (a `load`'s schedule) take.
     fn opt_u64(&self, name: &str) -> Result<Option<u64>, Protocol> {
-        match self.map.get(name) {
+        match self.get(name) {
             None => Ok(None),
             Some(v) => v
                 .as_u64()
                 .map(Some)
-                .ok_or_else(|| self.wrong(name, "a non-negative integer (the binding takes u64)")),
+                .ok_or_else(|| self.wrong(name, "a non-negative integer")),
         }
     }
 
@@ -122,8 +145,36 @@ impl<'a> Fields<'a> {
         self.opt_u64(name)?.ok_or_else(|| self.missing(name))
     }
 
+    /// A number handed to one of the binding's u64 parameters. A JSON number
+    /// that no u64 holds (negative, fractional, past 2^64 - 1) cannot reach a
+    /// Rust API: the type refuses it before the binding runs. The driver
+    /// reports that refusal as the field's `invalid_argument`
+    /// (docs/driver.md), as the bindings of dynamic languages report the same
+    /// value; a value of another JSON type is a protocol error.
+    fn opt_arg(&self, name: &'static str) -> Result<Option<u64>, Reply> {
+        match self.get(name) {
+            None => Ok(None),
+            Some(Value::Number(n)) => match n.as_u64() {
+                Some(v) => Ok(Some(v)),
+                None => Err(Error::invalid(name, beyond_u64(n)).into()),
+            },
+            Some(_) => Err(self.wrong(name, "a JSON number").into()),
+        }
+    }
+
+    /// A policy's number that has no default: a Rust caller cannot leave it
+    /// out, so an absent one is refused as such (docs/driver.md).
+    fn required_arg(&self, name: &'static str) -> Result<u64, Reply> {
+        self.opt_arg(name)?
+            .ok_or_else(|| Error::invalid(name, REQUIRED).into())
+    }
+
+    fn arg(&self, name: &'static str) -> Result<u64, Reply> {
+        self.opt_arg(name)?.ok_or_else(|| self.missing(name).into())
+    }
+
     fn opt_bool(&self, name: &str) -> Result<Option<bool>, Protocol> {
-        match self.map.get(name) {
+        match self.get(name) {
             None => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(_) => Err(self.wrong(name, "a boolean")),
@@ -132,24 +183,23 @@ impl<'a> Fields<'a> {
 
     /// The `limits` list: each entry an object with the single policy's
     /// fields, read by the same rules.
-    fn opt_limits(&self) -> Result<Option<Vec<LimitFields>>, Protocol> {
-        let list = match self.map.get("limits") {
+    fn opt_limits(&self) -> Result<Option<Vec<LimitFields>>, Reply> {
+        let list = match self.get("limits") {
             None => return Ok(None),
             Some(Value::Array(list)) => list,
-            Some(_) => return Err(self.wrong("limits", "a list of objects")),
+            Some(_) => return Err(self.wrong("limits", "a list of objects").into()),
         };
         let mut limits = Vec::with_capacity(list.len());
-        for entry in list {
+        for (i, entry) in list.iter().enumerate() {
             let Value::Object(map) = entry else {
-                return Err(self.wrong("limits", "a list of objects"));
+                return Err(self.wrong("limits", "a list of objects").into());
             };
             let f = Fields::new("policy limits[]", map, &LIMIT_FIELDS)?;
-            limits.push(LimitFields {
-                algorithm: f.opt_str("algorithm")?.map(str::to_owned),
-                limit: f.u64("limit")?,
-                window_ms: f.u64("window_ms")?,
-                buckets: f.opt_u64("buckets")?,
-            });
+            // A refused value is named as core names a field of this limit.
+            limits.push(LimitFields::read(&f).map_err(|r| match r {
+                Reply::Binding(e) => Reply::Binding(e.for_limit(i, list.len())),
+                protocol => protocol,
+            })?);
         }
         Ok(Some(limits))
     }
@@ -166,6 +216,15 @@ struct LimitFields {
 }
 
 impl LimitFields {
+    fn read(f: &Fields) -> Result<LimitFields, Reply> {
+        Ok(LimitFields {
+            algorithm: f.opt_str("algorithm")?.map(str::to_owned),
+            limit: f.required_arg("limit")?,
+            window_ms: f.required_arg("window_ms")?,
+            buckets: f.opt_arg("buckets")?,
+        })
+    }
+
     fn to_limit(&self) -> Result<Limit, Error> {
         let algorithm = match &self.algorithm {
             Some(a) => Algorithm::parse(a)?,
@@ -214,7 +273,7 @@ impl Driver {
             "memory" => StoreKind::Memory,
             "redis" => StoreKind::Redis(f.str("url")?.to_owned()),
             "cluster" => {
-                let urls = match f.map.get("urls") {
+                let urls = match f.get("urls") {
                     Some(Value::Array(a)) => a
                         .iter()
                         .map(|u| u.as_str().map(str::to_owned))
@@ -233,7 +292,7 @@ impl Driver {
             }
         };
         let mut options = Options::default();
-        if let Some(ms) = f.opt_u64("timeout_ms")? {
+        if let Some(ms) = f.opt_arg("timeout_ms")? {
             options.timeout = Duration::from_millis(ms);
         }
         if let Some(path) = f.opt_str("tls_ca_file")? {
@@ -257,22 +316,31 @@ impl Driver {
         let namespace = f
             .opt_str("namespace")?
             .unwrap_or(slidelimit_core::DEFAULT_NAMESPACE);
-        let resource = f.str("resource")?;
-        let limits = match f.opt_limits()? {
-            Some(limits) => {
-                if let Some(single) = LIMIT_FIELDS.iter().find(|n| f.map.contains_key(**n)) {
+        let resource = f
+            .opt_str("resource")?
+            .ok_or_else(|| Reply::Binding(Error::invalid("resource", REQUIRED)));
+        let limits = match f.opt_limits() {
+            Ok(Some(limits)) => {
+                if let Some(single) = LIMIT_FIELDS.iter().find(|n| f.get(n).is_some()) {
                     return Err(
                         Protocol(format!("policy: limits and {single} are exclusive")).into(),
                     );
                 }
-                limits
+                Ok(limits)
             }
-            None => vec![LimitFields {
-                algorithm: f.opt_str("algorithm")?.map(str::to_owned),
-                limit: f.u64("limit")?,
-                window_ms: f.u64("window_ms")?,
-                buckets: f.opt_u64("buckets")?,
-            }],
+            Ok(None) => LimitFields::read(f).map(|single| vec![single]),
+            Err(e) => Err(e),
+        };
+        let (resource, limits) = match resource.and_then(|r| Ok((r, limits?))) {
+            Ok(read) => read,
+            // A value the API's types refuse, or one it cannot leave out, is
+            // a refused policy: every op that needs a limiter answers its
+            // error until the next policy.
+            Err(Reply::Binding(e)) => {
+                self.limiter = Some(Err(e.clone()));
+                return Err(Reply::Binding(e));
+            }
+            Err(protocol) => return Err(protocol),
         };
         // Off unless asked for: the harnesses switch it on where they mean to.
         let mut options = store.options.clone();
@@ -309,17 +377,17 @@ impl Driver {
     async fn call(&self, op: &str, f: &Fields<'_>) -> OpResult {
         let limiter = self.limiter(op)?;
         let tenant = f.str("tenant")?;
-        let cost = f.opt_u64("cost")?;
+        let cost = f.opt_arg("cost")?;
         let decision = match op {
             "acquire" => match cost {
                 None => limiter.acquire(tenant).await,
                 Some(cost) => limiter.acquire_n(tenant, cost).await,
             },
             "acquire_at" => {
-                let now_ms = f.u64("now_ms")?;
+                let now_ms = f.arg("now_ms")?;
                 limiter.acquire_at(tenant, cost.unwrap_or(1), now_ms).await
             }
-            _ => match f.opt_u64("now_ms")? {
+            _ => match f.opt_arg("now_ms")? {
                 None => limiter.peek(tenant, cost.unwrap_or(1)).await,
                 Some(now_ms) => limiter.peek_at(tenant, cost.unwrap_or(1), now_ms).await,
             },
@@ -395,7 +463,7 @@ async fn sleep_ms(ms: u64) {
 
 impl Plan {
     fn read(f: &Fields) -> Result<Plan, Protocol> {
-        let active = match f.map.get("active") {
+        let active = match f.get("active") {
             None => None,
             Some(Value::Array(list)) => Some(
                 list.iter()
@@ -409,7 +477,7 @@ impl Plan {
             Some(_) => return Err(f.wrong("active", "a list of [from, to] integer pairs")),
         };
         let skew_ms =
-            match f.map.get("skew_ms") {
+            match f.get("skew_ms") {
                 None => None,
                 Some(v) => Some(v.as_i64().filter(|s| s.abs() <= MAX_SKEW_MS).ok_or_else(
                     || f.wrong("skew_ms", &format!("an integer within ±{MAX_SKEW_MS}")),

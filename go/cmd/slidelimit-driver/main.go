@@ -124,6 +124,16 @@ var knownFields = map[string][]string{
 		"ramp_ms", "jitter_ms", "skew_ms", "out"},
 }
 
+// dropNulls makes a JSON null the same as a field left out (docs/driver.md),
+// as it is for the drivers of dynamic languages.
+func dropNulls(fields map[string]any) {
+	for name, v := range fields {
+		if v == nil {
+			delete(fields, name)
+		}
+	}
+}
+
 func parseRequest(line []byte) (*request, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.UseNumber()
@@ -150,6 +160,7 @@ func parseRequest(line []byte) (*request, error) {
 		return nil, protocolf("unknown op %q", op)
 	}
 	delete(fields, "op")
+	dropNulls(fields)
 	for name := range fields {
 		if !slices.Contains(known, name) {
 			return nil, protocolf("%s: unknown field %q", op, name)
@@ -182,22 +193,66 @@ func (r *request) str(name string) (string, error) {
 	return s, err
 }
 
-// optUint reads a non-negative integer: the binding's parameters are
-// uint64, which cannot hold a negative or fractional JSON number.
+// optUint reads a non-negative integer of the harness's own fields (a load's
+// schedule).
 func (r *request) optUint(name string) (uint64, bool, error) {
-	v, ok := r.fields[name]
-	if !ok {
-		return 0, false, nil
-	}
-	n, isNumber := v.(json.Number)
-	if !isNumber {
-		return 0, false, r.wrong(name, "an integer")
+	n, ok, err := r.optNumber(name)
+	if !ok || err != nil {
+		return 0, false, err
 	}
 	u, err := strconv.ParseUint(n.String(), 10, 64)
 	if err != nil {
-		return 0, false, r.wrong(name, "an integer from 0 to 2^64 - 1 (the Go API's uint64)")
+		return 0, false, r.wrong(name, "an integer from 0 to 2^64 - 1")
 	}
 	return u, true, nil
+}
+
+// optNumber reads a field that must be a JSON number.
+func (r *request) optNumber(name string) (json.Number, bool, error) {
+	v, ok := r.fields[name]
+	if !ok {
+		return "", false, nil
+	}
+	n, isNumber := v.(json.Number)
+	if !isNumber {
+		return "", false, r.wrong(name, "a JSON number")
+	}
+	return n, true, nil
+}
+
+// optArg reads a number handed to one of the binding's uint64 parameters. A
+// JSON number no uint64 holds (negative, fractional, past 2^64 - 1) cannot
+// reach the Go API: the type refuses it before the binding runs. The driver
+// reports that refusal as the field's invalid_argument (docs/driver.md), as
+// the bindings of dynamic languages report the same value; a value of
+// another JSON type is a protocol error.
+func (r *request) optArg(name string) (uint64, bool, error) {
+	n, ok, err := r.optNumber(name)
+	if !ok || err != nil {
+		return 0, false, err
+	}
+	u, err := strconv.ParseUint(n.String(), 10, 64)
+	if err == nil {
+		return u, true, nil
+	}
+	problem := "must be an integer"
+	if f, err := strconv.ParseFloat(n.String(), 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		switch {
+		case f < 0:
+			problem = "must not be negative"
+		case f == math.Trunc(f) && f >= 1<<64:
+			problem = "must be at most 2^64 - 1"
+		}
+	}
+	return 0, false, invalid(name, "%s, got %s (the Go API takes uint64)", problem, n)
+}
+
+func (r *request) arg(name string) (uint64, error) {
+	u, ok, err := r.optArg(name)
+	if err == nil && !ok {
+		err = protocolf("%s: %s is required", r.op, name)
+	}
+	return u, err
 }
 
 func (r *request) optBool(name string) (bool, bool, error) {
@@ -295,7 +350,7 @@ func (d *driver) opStore(r *request) (string, error) {
 		return "", err
 	}
 	var options []slidelimit.Option
-	timeoutMs, hasTimeout, err := r.optUint("timeout_ms")
+	timeoutMs, hasTimeout, err := r.optArg("timeout_ms")
 	if err != nil {
 		return "", err
 	}
@@ -385,14 +440,16 @@ func readLimit(r *request) (limitFields, error) {
 	if f.algorithm, f.hasAlgorithm, err = r.optString("algorithm"); err != nil {
 		return f, err
 	}
-	if f.limit, err = r.uint("limit"); err != nil {
+	// Left out, a limit or window is the Go API's zero, which the binding
+	// refuses, as it does for a Go user who leaves the field out.
+	if f.limit, _, err = r.optArg("limit"); err != nil {
 		return f, err
 	}
-	if f.windowMs, err = r.uint("window_ms"); err != nil {
+	if f.windowMs, _, err = r.optArg("window_ms"); err != nil {
 		return f, err
 	}
 	// Absent is the Go API's 0: core's default for the bucketed window.
-	if f.buckets, f.hasBuckets, err = r.optUint("buckets"); err != nil {
+	if f.buckets, f.hasBuckets, err = r.optArg("buckets"); err != nil {
 		return f, err
 	}
 	f.emptyAlgorithm = f.hasAlgorithm && f.algorithm == ""
@@ -421,6 +478,7 @@ func readLimits(r *request) ([]limitFields, error) {
 		if !ok {
 			return nil, r.wrong("limits", "a list of objects")
 		}
+		dropNulls(fields)
 		entry := &request{op: fmt.Sprintf("policy limits[%d]", i), fields: fields}
 		for name := range fields {
 			if !slices.Contains(singleFields, name) {
@@ -428,6 +486,11 @@ func readLimits(r *request) ([]limitFields, error) {
 			}
 		}
 		f, err := readLimit(entry)
+		var in *inputError
+		if errors.As(err, &in) && len(list) > 1 {
+			// Named as the binding names a field of one of several limits.
+			in.field = fmt.Sprintf("limits[%d].%s", i, in.field)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -444,20 +507,26 @@ func (d *driver) opPolicy(r *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	resource, err := r.str("resource")
+	// Left out, the Go API's zero: the binding refuses it.
+	resource, _, err := r.optString("resource")
 	if err != nil {
 		return "", err
 	}
 	limits, err := readLimits(r)
-	if err != nil {
-		return "", err
-	}
-	if limits == nil {
-		single, err := readLimit(r)
-		if err != nil {
-			return "", err
-		}
+	if err == nil && limits == nil {
+		var single limitFields
+		single, err = readLimit(r)
 		limits = []limitFields{single}
+	}
+	if err != nil {
+		// A value the API's types refuse is a refused policy: every op that
+		// needs a limiter answers its error until the next policy.
+		var in *inputError
+		if errors.As(err, &in) {
+			d.dropLimiter()
+			d.policyErr = err
+		}
+		return "", err
 	}
 	// Off unless asked for: the harnesses switch it on where they mean to.
 	denyCache, _, err := r.optBool("deny_cache")
@@ -547,7 +616,7 @@ func (d *driver) opCheck(ctx context.Context, r *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	cost, hasCost, err := r.optUint("cost")
+	cost, hasCost, err := r.optArg("cost")
 	if err != nil {
 		return "", err
 	}
@@ -564,12 +633,12 @@ func (d *driver) opCheck(ctx context.Context, r *request) (string, error) {
 		}
 	case "acquire_at":
 		var now uint64
-		if now, err = r.uint("now_ms"); err != nil {
+		if now, err = r.arg("now_ms"); err != nil {
 			return "", err
 		}
 		decision, err = l.AcquireAt(ctx, tenant, cost, now)
 	default: // peek
-		now, hasNow, e := r.optUint("now_ms")
+		now, hasNow, e := r.optArg("now_ms")
 		if e != nil {
 			return "", e
 		}

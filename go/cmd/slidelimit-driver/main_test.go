@@ -117,8 +117,7 @@ func TestProtocolErrors(t *testing.T) {
 		`{"op":"acquire","tenant":"t"}`,                          // no policy yet
 		`{"op":"policy","resource":"r","limit":1,"window_ms":1}`, // no store yet
 		`{"op":"store","kind":"disk"}`,
-		`{"op":"store","kind":"memory","timeout_ms":-1}`,
-		`{"op":"store","kind":"memory","timeout_ms":1.5}`,
+		`{"op":"store","kind":"memory","timeout_ms":"1"}`,
 		`{"op":"store","kind":"cluster","urls":"redis://127.0.0.1:1"}`,
 	} {
 		got, _ := d.handle([]byte(request))
@@ -140,8 +139,78 @@ func TestProtocolErrors(t *testing.T) {
 	if got, _ := d.handle([]byte(`{"op":"policy","resource":"r","limit":1,"window_ms":1000}`)); got != `{"ok":true}` {
 		t.Fatalf("policy: %s", got)
 	}
-	if got, _ := d.handle([]byte(`{"op":"acquire","tenant":"t","cost":-1}`)); !strings.HasPrefix(got, `{"error":"protocol"`) {
-		t.Errorf("a negative cost for the uint64 parameter: %s", got)
+	if got, _ := d.handle([]byte(`{"op":"acquire","tenant":"t","cost":"1"}`)); !strings.HasPrefix(got, `{"error":"protocol"`) {
+		t.Errorf("a cost that is no JSON number: %s", got)
+	}
+}
+
+// TestNumbersNoUint64Holds: a JSON number the Go API's uint64 parameters
+// cannot hold is invalid_argument on its field (docs/driver.md); in a policy
+// it is the policy's refusal, answered by every later op.
+func TestNumbersNoUint64Holds(t *testing.T) {
+	d := &driver{}
+	defer d.close()
+	d.handle([]byte(`{"op":"store","kind":"memory"}`))
+	d.handle([]byte(`{"op":"policy","resource":"r","limit":2,"window_ms":1000}`))
+	for _, c := range []struct{ request, field, says string }{
+		{`{"op":"acquire_at","tenant":"t","now_ms":-1}`, "now_ms", "must not be negative, got -1"},
+		{`{"op":"acquire_at","tenant":"t","now_ms":1.5}`, "now_ms", "must be an integer, got 1.5"},
+		{`{"op":"acquire","tenant":"t","cost":-2}`, "cost", "must not be negative, got -2"},
+		{`{"op":"peek","tenant":"t","now_ms":18446744073709551616}`, "now_ms", "must be at most 2^64 - 1"},
+		{`{"op":"store","kind":"memory","timeout_ms":-5}`, "timeout_ms", "must not be negative, got -5"},
+	} {
+		want := `{"error":"invalid_argument","field":"` + c.field + `","message":"` + c.field + `: ` + c.says
+		if got, _ := d.handle([]byte(c.request)); !strings.HasPrefix(got, want) {
+			t.Errorf("%s:\n got %s\nwant %s...", c.request, got, want)
+		}
+	}
+	// The refused store left the memory store in place; the limiter too.
+	if got, _ := d.handle([]byte(`{"op":"acquire_at","tenant":"t","now_ms":1}`)); !strings.HasPrefix(got, `{"allowed":true`) {
+		t.Errorf("after refused values: %s", got)
+	}
+	refused, _ := d.handle([]byte(`{"op":"policy","resource":"r","limit":-2,"window_ms":1000}`))
+	if want := `{"error":"invalid_argument","field":"limit","message":"limit: must not be negative, got -2`; !strings.HasPrefix(refused, want) {
+		t.Fatalf("negative limit: %s", refused)
+	}
+	for _, request := range []string{`{"op":"acquire_at","tenant":"t","now_ms":1}`, `{"op":"key","tenant":"t"}`} {
+		if got, _ := d.handle([]byte(request)); got != refused {
+			t.Errorf("%s after a refused policy: %s", request, got)
+		}
+	}
+	bad, _ := d.handle([]byte(`{"op":"policy","resource":"r","limits":[{"limit":2,"window_ms":1000},{"limit":3,"window_ms":2.5}]}`))
+	if want := `{"error":"invalid_argument","field":"limits[1].window_ms","message":"limits[1].window_ms: must be an integer, got 2.5`; !strings.HasPrefix(bad, want) {
+		t.Errorf("a fraction in a list of limits: %s", bad)
+	}
+}
+
+// TestNullIsAbsent: null is a field left out; a policy field with no default
+// left out is the Go API's zero, which the binding refuses.
+func TestNullIsAbsent(t *testing.T) {
+	d := &driver{}
+	defer d.close()
+	d.handle([]byte(`{"op":"store","kind":"memory"}`))
+	if got, _ := d.handle([]byte(`{"op":"policy","namespace":null,"resource":"r","algorithm":null,"limit":2,"window_ms":1000,"buckets":null,"deny_cache":null}`)); got != `{"ok":true}` {
+		t.Fatalf("nulls for the defaults: %s", got)
+	}
+	if got, _ := d.handle([]byte(`{"op":"key","tenant":"t"}`)); !strings.HasPrefix(got, `{"ok":true,"key":"rl:{r:t}:log:1000",`) {
+		t.Errorf("key with the defaults: %s", got)
+	}
+	if got, _ := d.handle([]byte(`{"op":"acquire_at","tenant":"t","now_ms":1,"cost":null}`)); !strings.HasPrefix(got, `{"allowed":true,"remaining":1,`) {
+		t.Errorf("a null cost is the default 1: %s", got)
+	}
+	for _, c := range []struct{ request, field string }{
+		{`{"op":"policy","resource":"r","window_ms":1000}`, "limit"},
+		{`{"op":"policy","resource":"r","limit":2,"window_ms":null}`, "window_ms"},
+		{`{"op":"policy","limit":2,"window_ms":1000}`, "resource"},
+		{`{"op":"policy","resource":"r","limits":[{"limit":2,"window_ms":1000},{"limit":2}]}`, "limits[1].window_ms"},
+	} {
+		got, _ := d.handle([]byte(c.request))
+		if want := `{"error":"invalid_argument","field":"` + c.field + `",`; !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %s", c.request, got)
+		}
+		if again, _ := d.handle([]byte(`{"op":"acquire_at","tenant":"t","now_ms":1}`)); again != got {
+			t.Errorf("after %s: %s", c.request, again)
+		}
 	}
 }
 
