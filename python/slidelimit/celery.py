@@ -47,6 +47,13 @@ DEFERRALS_HEADER = "slidelimit-deferrals"
 OUTAGES_HEADER = "slidelimit-outages"
 ON_UNAVAILABLE = ("defer", "run", "fail")
 
+# The latest eta a deferral asks for. A datetime stops at the year 9999, so
+# a longer wait (a retry of about 7,970 years from 2026, which a long bucketed
+# window can owe) would fail the task with OverflowError; it waits until then
+# instead, as Go's Decision.RetryAfter saturates. A year short of the end, so
+# that no time zone's offset passes it either.
+LATEST_ETA = datetime.datetime(9999, 1, 1, tzinfo=datetime.timezone.utc)
+
 F = TypeVar("F", bound=Callable[..., Any])
 Tenant = Union[str, Callable[..., str]]
 
@@ -149,9 +156,12 @@ def rate_limited(
                 raise DeferralLimitExceeded(
                     f"task {request.id} was deferred {deferrals} times (max_deferrals)"
                 )
-            countdown = (delay_ms + random.randint(0, jitter_ms)) / 1000
-            expires = _expires(request.expires)
             now = datetime.datetime.now(datetime.timezone.utc)
+            countdown = min(
+                (delay_ms + random.randint(0, jitter_ms)) / 1000,
+                (LATEST_ETA - now).total_seconds(),
+            )
+            expires = _expires(request.expires)
             if expires is not None and expires <= now + datetime.timedelta(seconds=countdown):
                 task.backend.mark_as_revoked(request.id, "expired", request=request)
                 raise Ignore()

@@ -83,3 +83,17 @@ DOWN = Policy("rl", RESOURCE, Algorithm.SLIDING_LOG, limit=1, window_ms=1_000)
 def during_outage(self: Any) -> str:
     records().rpush(f"body:{self.request.id}", "ran")
     return "ran"
+
+
+# A lifetime budget: one call per 10,000 years (one bucket), so a second
+# call is owed a wait past the last date Celery can hold (year 9999).
+LIFETIME = Policy(
+    "rl", RESOURCE, Algorithm.BUCKETED_WINDOW, limit=1, window_ms=10_000 * 31_557_600_000, buckets=1
+)
+
+
+@app.task(bind=True, acks_late=True)
+@rate_limited(lambda: Limiter.from_url(BASE + "/0", LIFETIME), tenant="once", jitter_ms=0)
+def once_ever(self: Any) -> str:
+    records().rpush(f"body:{self.request.id}", "ran")
+    return "ran"

@@ -3,6 +3,7 @@ broker (acks_late): deferrals are no retries."""
 
 from __future__ import annotations
 
+import datetime
 import os
 import subprocess
 import sys
@@ -17,7 +18,7 @@ from celery import Celery
 
 import slidelimit
 from slidelimit import Algorithm, Limiter, Policy
-from slidelimit.celery import RateLimited, rate_limited
+from slidelimit.celery import LATEST_ETA, RateLimited, rate_limited
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -203,3 +204,28 @@ def test_an_outage_defers_with_backoff_up_to_the_cap(worker: Any) -> None:
     # Three runs (two deferrals), retries never moved, the body never ran.
     assert runs == ["0:0", "0:1", "0:2"]
     assert worker.records().llen(f"body:{result.id}") == 0
+
+
+def test_a_wait_past_year_9999_defers_to_the_last_eta_celery_holds(worker: Any) -> None:
+    # The second call of a 10,000-year budget is owed about 10,000 years; a
+    # datetime stops at 9999, so the deferral is saturated there, never an
+    # OverflowError that fails the task.
+    first = worker.once_ever.delay()
+    assert first.get(timeout=30) == "ran"
+    second = worker.once_ever.delay()
+    deadline = time.monotonic() + 30
+    scheduled: list[dict[str, Any]] = []
+    while not scheduled:
+        assert time.monotonic() < deadline, second.state
+        assert second.state == "PENDING", second.state
+        found = worker.app.control.inspect(timeout=1).scheduled() or {}
+        scheduled = [
+            t for tasks in found.values() for t in tasks if t["request"]["id"] == second.id
+        ]
+    eta = datetime.datetime.fromisoformat(scheduled[0]["eta"])
+    # Celery adds the countdown to its own clock, read a moment later.
+    late = LATEST_ETA + datetime.timedelta(minutes=1)
+    assert LATEST_ETA - datetime.timedelta(minutes=1) <= eta <= late, eta
+    assert worker.records().llen(f"body:{second.id}") == 0
+    runs = [x.decode() for x in worker.records().lrange(f"runs:{second.id}", 0, -1)]
+    assert runs == ["0:0"]
