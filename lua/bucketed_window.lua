@@ -70,11 +70,12 @@ if header == '' then
   local ttl = (b + 1) * g - now + (window - 1)
   if not read_only then
     -- The ring is written whole once, so no later write grows the string.
-    -- With caller time the key outlives its writer's clock by one window on
-    -- the server's (docs/protocol.md, "Key expiry and caller clocks"); so
-    -- below.
+    -- With caller time the key outlives its writer's clock on the server's
+    -- by the window, at least a minute (docs/protocol.md, "Key expiry and
+    -- caller clocks"); so below. Computed where a key is written, so that a
+    -- denial pays nothing for it.
     redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, now, cost, cost, b, cost)
-      .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + window))
+      .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
   end
   return {1, limit - cost, 0, ttl, now}
 end
@@ -179,7 +180,7 @@ if live + cost <= limit then
     if live == 0 then
       -- A fresh start: SET replaces the old header and slots.
       redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, t, cost, cost, b, cost)
-        .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + window))
+        .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
     else
       if b > newest_bucket then
         -- Close the newest bucket into its slot; the slots of the buckets
@@ -205,7 +206,7 @@ if live + cost <= limit then
       -- Within one bucket the key's expiry is one instant, x_b: the
       -- bucket's first admission set it (with one clock, to the millisecond).
       if b > newest_bucket then
-        redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + window))
+        redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
       end
     end
   end

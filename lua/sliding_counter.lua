@@ -74,7 +74,11 @@ if allowed then
           redis.call('HDEL', key, field)
         end
       end
-      redis.call('PEXPIRE', key, format('%d', 2 * window))
+      -- With caller time the key outlives its writer's clock on the
+      -- server's by the window, at least a minute (docs/protocol.md, "Key
+      -- expiry and caller clocks").
+      local ttl = 2 * window
+      redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
     end
   elseif not read_only then
     redis.call('HINCRBY', key, cur_field, incr)

@@ -131,9 +131,10 @@ if count + cost <= limit then
         left = left - n
       end
     end
-    -- With caller time the key outlives its writer's clock by one window on
-    -- the server's (docs/protocol.md, "Key expiry and caller clocks").
-    redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + window))
+    -- With caller time the key outlives its writer's clock on the server's
+    -- by the window, at least a minute (docs/protocol.md, "Key expiry and
+    -- caller clocks").
+    redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
   end
   return {1, limit - count - cost, 0, ttl, now}
 end

@@ -695,6 +695,31 @@ LOG = [
     ),
 ]
 
+# Windows of a few ms that record state: Redis expires keys on its own clock
+# while the steps run on caller time, so these pass on Redis only because a
+# caller-time key outlives its permits by at least a minute (docs/protocol.md,
+# "Key expiry and caller clocks"); with the old margin of one window the key
+# was often gone before the next step.
+LOG += [
+    log(
+        "log/window-1ms",
+        "A window of 1 ms: permits count only in their own millisecond; the key must not "
+        "expire on the server's clock between steps while caller time says it counts.",
+        2,
+        1,
+        [S(1000), S(1000), S(1000), S(1001), S(1001), S(1001), S(1003, 2), S(1003)],
+        hits=["log-denied-k=1"],
+    ),
+    log(
+        "log/window-10ms",
+        "A window of 10 ms over a dozen steps, denials of cost 1 and 2 included.",
+        3,
+        10,
+        [S(5000), S(5003), S(5006), S(5009), S(5010), S(5012), S(5013, 2), S(5016, 2), S(5019)],
+        hits=["log-denied-k=1"],
+    ),
+]
+
 # ----------------------------------------------------- sliding window counter
 
 COUNTER = [
@@ -922,6 +947,25 @@ COUNTER = [
         1000,
         [S(P52), S(P52), S(P52)],
         hits=["counter-retry-next-window"],
+    ),
+]
+
+# Windows of a few ms on the counter (see LOG's, above).
+COUNTER += [
+    counter(
+        "counter/window-1ms",
+        "A window of 1 ms: the previous millisecond weighs fully (e is always 0); the key "
+        "must not expire on the server's clock between steps.",
+        2,
+        1,
+        [S(1000), S(1000), S(1000), S(1001), S(1002), S(1002), S(1002)],
+    ),
+    counter(
+        "counter/window-4ms",
+        "A window of 4 ms, the previous window's weight falling each millisecond.",
+        4,
+        4,
+        [S(2000, 3), S(2001), S(2002), S(2004), S(2005), S(2006), S(2007), S(2009, 2)],
     ),
 ]
 
@@ -1409,6 +1453,19 @@ def g1_replay(v: dict) -> dict:
 
 
 BUCKETED += [g1_replay(v) for v in LOG if v["policy"]["window_ms"] <= 3600]
+
+# A window of a few ms in buckets of 2 (see LOG's windows of a few ms).
+BUCKETED.append(
+    bucketed(
+        "bucketed/window-10ms",
+        "A window of 10 ms in 5 buckets of 2 ms over a dozen steps; the key must not expire on "
+        "the server's clock between steps.",
+        3,
+        10,
+        5,
+        [S(5000), S(5003), S(5006), S(5009), S(5010), S(5012), S(5013, 2), S(5016, 2), S(5019)],
+    )
+)
 
 # ---------------------------------------------------------------- validation
 

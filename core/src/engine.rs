@@ -24,6 +24,10 @@ use crate::script::{Mode, Script, ScriptCall, ScriptKind};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
+/// The least a caller-time write adds to its key's TTL, as the scripts do: a
+/// minute.
+const CALLER_TIME_EXPIRY_MARGIN_MS: u64 = 60_000;
+
 /// Sweep expired keys once per this many calls, so idle tenants do not pile up.
 const SWEEP_EVERY: u64 = 4096;
 
@@ -78,23 +82,28 @@ struct Args {
     now: u64,
     /// The engine's clock, for key expiry only.
     clock: u64,
-    /// Whether `now` is the caller's: then the exact algorithms' keys get one
-    /// window more (docs/protocol.md, "Key expiry and caller clocks").
+    /// Whether `now` is the caller's: then every key a write sets lingers
+    /// (docs/protocol.md, "Key expiry and caller clocks").
     caller_time: bool,
 }
 
 impl Args {
-    /// Where a key given `PEXPIRE ttl` now expires, on the engine's clock.
+    /// Where a key expires after a write whose time-to-nothing-counts is
+    /// `ttl` (relative to `now`), on the engine's clock, as the scripts set
+    /// it: `ttl` plus, with caller time, the window, at least a minute.
     fn expires_at(&self, ttl: u64) -> u64 {
-        self.clock.saturating_add(ttl)
+        self.clock
+            .saturating_add(ttl.saturating_add(self.expiry_margin()))
     }
 
-    /// Where the log's or the bucketed window's key expires after a write
-    /// whose time-to-nothing-counts is `ttl` (relative to `now`), as their
-    /// scripts set it: with caller time, one window later.
-    fn exact_expires_at(&self, ttl: u64) -> u64 {
-        let margin = if self.caller_time { self.window } else { 0 };
-        self.expires_at(ttl.saturating_add(margin))
+    /// With caller time, one window and at least a minute (docs/protocol.md,
+    /// "Key expiry and caller clocks"); with the clock's time, nothing.
+    fn expiry_margin(&self) -> u64 {
+        if self.caller_time {
+            self.window.max(CALLER_TIME_EXPIRY_MARGIN_MS)
+        } else {
+            0
+        }
     }
 }
 
@@ -460,7 +469,7 @@ fn sliding_log(
                 Some((ts, n)) if *ts == r => *n += a.cost,
                 _ => runs.push_back((r, a.cost)),
             }
-            entry.expires_at = a.exact_expires_at(ttl);
+            entry.expires_at = a.expires_at(ttl);
         }
         return Ok(Decision {
             allowed: true,
@@ -631,7 +640,7 @@ fn bucketed_window(
             *counts.entry(b).or_insert(0) += a.cost;
             *newest = t;
             if sets_expiry {
-                entry.expires_at = a.exact_expires_at(ttl);
+                entry.expires_at = a.expires_at(ttl);
             }
         }
         return Ok(Decision {
@@ -1175,26 +1184,27 @@ mod tests {
                 .remaining
         };
         // Bucket CLOCK / 100 counts until x = CLOCK + 1099: TTL 1099 plus the
-        // caller-time window, so the key expires at the clock's CLOCK + 2099,
-        // whatever the clock of the bucket's second admission.
+        // caller-time margin (a minute, more than the window), so the key
+        // expires at the clock's CLOCK + 61099, whatever the clock of the
+        // bucket's second admission.
         let same_bucket = [(CLOCK, CLOCK), (CLOCK + 10, CLOCK + 500)];
-        assert_eq!(run(&same_bucket, CLOCK + 2099), 0, "both permits held");
-        assert_eq!(run(&same_bucket, CLOCK + 2100), 2, "the key has expired");
+        assert_eq!(run(&same_bucket, CLOCK + 61_099), 0, "both permits held");
+        assert_eq!(run(&same_bucket, CLOCK + 61_100), 2, "the key has expired");
         // An admission into a later bucket sets the expiry again, from its
         // own clock: x = CLOCK + 1199 for bucket CLOCK / 100 + 1, so the key
-        // expires at CLOCK + 500 + (1199 - 150) + 1000.
+        // expires at CLOCK + 500 + (1199 - 150) + 60000.
         let next_bucket = [(CLOCK, CLOCK), (CLOCK + 150, CLOCK + 500)];
-        assert_eq!(run(&next_bucket, CLOCK + 2549), 0, "both permits held");
-        assert_eq!(run(&next_bucket, CLOCK + 2550), 2, "the key has expired");
+        assert_eq!(run(&next_bucket, CLOCK + 61_549), 0, "both permits held");
+        assert_eq!(run(&next_bucket, CLOCK + 61_550), 2, "the key has expired");
     }
 
     #[test]
     fn keys_expire_on_the_clock_as_redis_does() {
-        // The log's 1000 ms to nothing counting, plus one window for caller
-        // time; the counter's 2W.
+        // The log's 1000 ms to nothing counting, the counter's 2W, each plus
+        // the caller-time margin: the window, at least a minute.
         for (algorithm, ttl) in [
-            (Algorithm::SlidingLog, 2000),
-            (Algorithm::SlidingCounter, 2000),
+            (Algorithm::SlidingLog, 61_000),
+            (Algorithm::SlidingCounter, 62_000),
         ] {
             let e = MemoryEngine::new();
             let p = policy(algorithm, 1, 1000);
@@ -1231,14 +1241,15 @@ mod tests {
     fn idle_keys_expire_on_the_clock_not_on_caller_time() {
         let e = MemoryEngine::new();
         let p = policy(Algorithm::SlidingLog, 5, 1000);
-        for i in 0..10_000u64 {
-            let clock = CLOCK + i;
+        for i in 0..20_000u64 {
+            let clock = CLOCK + 10 * i;
             e.check(&p, &format!("tenant-{i}"), 1, Some(0), clock, Mode::Acquire)
                 .unwrap();
         }
-        // Memory stays bounded by keys live on the clock (+ one sweep interval).
+        // Memory stays bounded by keys live on the clock, 61 s of them (the
+        // window and the caller-time margin), plus one sweep interval.
         assert!(
-            e.key_count() <= 1001 + SWEEP_EVERY as usize,
+            e.key_count() <= 6101 + SWEEP_EVERY as usize,
             "{}",
             e.key_count()
         );
@@ -1248,12 +1259,13 @@ mod tests {
     fn idle_keys_are_dropped() {
         let e = MemoryEngine::new();
         let p = policy(Algorithm::SlidingLog, 5, 1000);
-        for i in 0..10_000u64 {
-            e.acquire(&p, &format!("tenant-{i}"), 1, i).unwrap();
+        for i in 0..20_000u64 {
+            e.acquire(&p, &format!("tenant-{i}"), 1, 10 * i).unwrap();
         }
-        // Every sweep keeps only keys that are still inside their window.
+        // Every sweep keeps only keys that are still inside their window and
+        // the caller-time margin (61 s, 6,100 tenants here).
         assert!(
-            e.key_count() <= 1000 + SWEEP_EVERY as usize,
+            e.key_count() <= 6100 + SWEEP_EVERY as usize,
             "{}",
             e.key_count()
         );

@@ -464,6 +464,48 @@ fn server_ms(con: &mut redis::Connection) -> u64 {
     secs * 1000 + micros / 1000
 }
 
+/// A replay steps through synthetic caller times at its own pace: with a
+/// window of 1 ms, the real time between two steps at the same caller time
+/// is far longer than the window. The key must still be there for the
+/// second step (docs/protocol.md, "Key expiry and caller clocks": with
+/// caller time every TTL gets the window, at least a minute). With a margin
+/// of one window, Redis dropped it after 2 ms of real time and the second
+/// step was admitted over the limit.
+#[test]
+fn a_caller_time_key_outlives_the_real_time_between_two_steps() {
+    let bucketed = Policy::with_buckets(
+        &unique_namespace("rl"),
+        "geocode",
+        Algorithm::BucketedWindow,
+        1,
+        1,
+        Some(1),
+    )
+    .unwrap();
+    let mut raw = raw_connection();
+    for p in [
+        policy(Algorithm::SlidingLog, 1, 1),
+        policy(Algorithm::SlidingCounter, 1, 1),
+        bucketed,
+    ] {
+        let algorithm = p.algorithm();
+        let key = p.key("t").unwrap();
+        let limiter = connect(p);
+        assert!(limiter.acquire_at("t", 1, 5_000).unwrap().allowed);
+        std::thread::sleep(Duration::from_millis(50));
+        let d = limiter.acquire_at("t", 1, 5_000).unwrap();
+        assert!(!d.allowed, "{algorithm:?}: {d:?}");
+        // The time to nothing counts (1 ms, 2 ms for the counter) plus a
+        // minute, less the 50 ms slept.
+        let ttl: i64 = redis::cmd("PTTL").arg(&key).query(&mut raw).unwrap();
+        assert!(
+            (59_000..=60_002).contains(&ttl),
+            "{algorithm:?}: PTTL {ttl}"
+        );
+        limiter.reset("t").unwrap();
+    }
+}
+
 /// Caller clocks that disagree (docs/protocol.md, "Key expiry and caller
 /// clocks"): a writer whose clock leads the server's by 1,000 ms fills the
 /// limit. Its key's time-to-nothing-counts is 1,500 ms on its own clock, but
@@ -530,9 +572,13 @@ fn a_leading_writers_key_outlives_its_clock_for_the_others() {
         for key in &keys {
             let ttl: i64 = redis::cmd("PTTL").arg(key).query(&mut raw).unwrap();
             // Time to nothing counts: W for the log, up to W + 99 (one
-            // bucket of 100 ms) for the bucketed window; W more with caller
-            // time (less the few ms the calls took).
-            let expected = if caller_time { 2900..=3099 } else { 1..=1599 };
+            // bucket of 100 ms) for the bucketed window; with caller time the
+            // margin more, a minute here (less the few ms the calls took).
+            let expected = if caller_time {
+                61_400..=61_599
+            } else {
+                1..=1599
+            };
             assert!(
                 expected.contains(&ttl),
                 "caller time {caller_time}: {key} PTTL {ttl}"
