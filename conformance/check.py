@@ -315,7 +315,10 @@ class _Session:
         )
         _, _, obj = self.ask(policy)
         if "error" not in obj:
-            _, _, obj = self.ask({"op": "key", **{f: i[f] for f in ("tenant",) if f in i}})
+            key = {"op": "key"}
+            if "tenant" in i:
+                key["tenant"] = i["tenant"]
+            _, _, obj = self.ask(key)
         if "error" in obj:
             self.log.append(canonical([("vector", name), ("error", obj["error"])]))
         else:

@@ -3,8 +3,8 @@
 -- sends the two as one script (`cat lua/prelude.lua lua/bucketed_window.lua`
 -- is the exact text). The prelude checks ARGV[1..4] (and whether ARGV[5] is
 -- digits) and defines read_only, argv, argc, key, max_number, format, limit,
--- window, cost, now (Redis TIME if not given), digits_checked and
--- argument_error.
+-- window, cost, now (Redis TIME if not given), digits_checked,
+-- argument_error and min_margin.
 -- KEYS[1]  one string per tenant, window and bucket count: a 44-byte header
 --          of little-endian integers (struct '<I4i8i8i8i8i8'): the tag
 --          0x53420000 + N, then T the newest recorded admission (ms), S the
@@ -71,11 +71,9 @@ if header == '' then
   if not read_only then
     -- The ring is written whole once, so no later write grows the string.
     -- With caller time the key outlives its writer's clock on the server's
-    -- by the window, at least a minute (docs/protocol.md, "Key expiry and
-    -- caller clocks"); so below. Computed where a key is written, so that a
-    -- denial pays nothing for it.
+    -- (the prelude's min_margin); so below.
     redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, now, cost, cost, b, cost)
-      .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
+      .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > min_margin and window or min_margin)))
   end
   return {1, limit - cost, 0, ttl, now}
 end
@@ -180,7 +178,7 @@ if live + cost <= limit then
     if live == 0 then
       -- A fresh start: SET replaces the old header and slots.
       redis.call('SET', key, struct.pack('<I4i8i8i8i8i8', tag, t, cost, cost, b, cost)
-        .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
+        .. string.rep('\0', 8 * ring), 'PX', format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > min_margin and window or min_margin)))
     else
       if b > newest_bucket then
         -- Close the newest bucket into its slot; the slots of the buckets
@@ -206,7 +204,7 @@ if live + cost <= limit then
       -- Within one bucket the key's expiry is one instant, x_b: the
       -- bucket's first admission set it (with one clock, to the millisecond).
       if b > newest_bucket then
-        redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
+        redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > min_margin and window or min_margin)))
       end
     end
   end

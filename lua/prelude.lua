@@ -13,7 +13,7 @@ local read_only = false
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
 -- Defines, for the script that follows: read_only, argv, argc, key,
 -- max_number, format, limit, window, cost, now (read from TIME when ARGV[4]
--- is empty), digits_checked and argument_error.
+-- is empty), digits_checked, argument_error and min_margin.
 --
 -- No function is defined here for the common path: Redis runs the whole
 -- text on every call, and each `local function` makes a new closure every
@@ -102,3 +102,7 @@ if not (now or argument_error) then
   now = t[1] * 1000 + math.floor(t[2] / 1000)
 end
 
+-- With caller time a key outlives its writer's clock on the server's: every
+-- TTL a script sets gets max(window, this) more (docs/protocol.md, "Key expiry
+-- and caller clocks"). Added where a key is written, so a denial pays nothing.
+local min_margin = 60000

@@ -3,7 +3,7 @@
 -- sends the two as one script (`cat lua/prelude.lua lua/sliding_counter.lua`
 -- is the exact text). The prelude checks ARGV and defines read_only, argv,
 -- argc, key, max_number, format, limit, window, cost, now (Redis TIME if not
--- given) and argument_error.
+-- given), argument_error and min_margin.
 -- KEYS[1]  one hash per tenant and window; field = window start (ms), value = permits admitted in it.
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
@@ -74,11 +74,10 @@ if allowed then
           redis.call('HDEL', key, field)
         end
       end
-      -- With caller time the key outlives its writer's clock on the
-      -- server's by the window, at least a minute (docs/protocol.md, "Key
-      -- expiry and caller clocks").
+      -- With caller time the key outlives its writer's clock on the server's
+      -- (the prelude's min_margin).
       local ttl = 2 * window
-      redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
+      redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > min_margin and window or min_margin)))
     end
   elseif not read_only then
     redis.call('HINCRBY', key, cur_field, incr)

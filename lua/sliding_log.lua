@@ -3,7 +3,7 @@
 -- sends the two as one script (`cat lua/prelude.lua lua/sliding_log.lua` is
 -- the exact text). The prelude checks ARGV and defines read_only, argv,
 -- argc, key, max_number, format, limit, window, cost, now (Redis TIME if not
--- given) and argument_error.
+-- given), argument_error and min_margin.
 -- KEYS[1]  the log: a list of admitted permit timestamps (ms), oldest first.
 -- ARGV     limit, window_ms, cost, now_ms ('' = read Redis TIME).
 -- Reply    {allowed, remaining, retry_after_ms, reset_after_ms, now_ms}.
@@ -132,9 +132,8 @@ if count + cost <= limit then
       end
     end
     -- With caller time the key outlives its writer's clock on the server's
-    -- by the window, at least a minute (docs/protocol.md, "Key expiry and
-    -- caller clocks").
-    redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > 60000 and window or 60000)))
+    -- (the prelude's min_margin).
+    redis.call('PEXPIRE', key, format('%d', (argv[4] == '' or argv.server_now) and ttl or ttl + (window > min_margin and window or min_margin)))
   end
   return {1, limit - count - cost, 0, ttl, now}
 end

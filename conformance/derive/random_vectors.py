@@ -167,8 +167,8 @@ def random_steps(rng: random.Random, policy: dict) -> list[dict]:
         if exact and rng.random() < (0.5 if huge else 0.3):
             caller = now + rng.randrange(-2 * window, 2 * window + 1)
             if huge:
-                # In [1, 2^52] (drivers take no negative now_ms): a caller at
-                # 2^52 puts later ones in rule 4's reach; none at 0 keeps every
+                # In [1, 2^52] (a valid now_ms, so the step decides): a caller
+                # at 2^52 puts later ones in rule 4's reach; none at 0 keeps every
                 # hint off exactly 2^53 (past the vector schema's bound), which
                 # the log and the counter could give there.
                 caller = min(max(caller, 1), model.MAX_NOW_MS)

@@ -24,8 +24,8 @@ use crate::script::{Mode, Script, ScriptCall, ScriptKind};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
 
-/// The least a caller-time write adds to its key's TTL, as the scripts do: a
-/// minute.
+/// The least a caller-time write adds to its key's TTL: a minute, the
+/// scripts' `min_margin` (lua/prelude.lua).
 const CALLER_TIME_EXPIRY_MARGIN_MS: u64 = 60_000;
 
 /// Sweep expired keys once per this many calls, so idle tenants do not pile up.

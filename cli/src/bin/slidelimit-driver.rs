@@ -331,7 +331,7 @@ impl Driver {
             Ok(None) => LimitFields::read(f).map(|single| vec![single]),
             Err(e) => Err(e),
         };
-        let (resource, limits) = match resource.and_then(|r| Ok((r, limits?))) {
+        let (resource, limits) = match resource.and_then(|r| limits.map(|l| (r, l))) {
             Ok(read) => read,
             // A value the API's types refuse, or one it cannot leave out, is
             // a refused policy: every op that needs a limiter answers its
