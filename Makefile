@@ -8,6 +8,9 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 CARGO ?= cargo
 VECTORS ?= conformance/vectors
+# A make variable handed to the shell as one word, whatever it holds (a
+# VECTORS path with spaces or quotes).
+sh_quote = '$(subst ','\'',$(1))'
 CONFORMANCE_BINDINGS := memory rust
 TEST_TARGETS :=
 BENCH_TARGETS :=
@@ -35,7 +38,7 @@ lint:
 # The hang guard's own tests (scripts/with-deadline.sh, which the test
 # targets run under).
 test-scripts:
-	python3 -m unittest -q scripts/test_with_deadline.py
+	python3 -m unittest -q scripts/test_with_deadline.py scripts/test_make_vectors.py
 
 # A hang guard (scripts/with-deadline.sh), far above the suite's time:
 # 2 min here on 2026-12-05, building its test binaries included.
@@ -63,7 +66,7 @@ conformance-lint: deps
 # A column is a driver (docs/driver.md): DRIVER on Redis, DRIVER:memory on the
 # binding's embedded engine; `memory` is rust:memory.
 conformance: drivers
-	scripts/with-redis.sh conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)
+	scripts/with-redis.sh conformance/all $(call sh_quote,$(VECTORS)) $(CONFORMANCE_BINDINGS)
 
 # Random vectors (conformance/derive/random_vectors.py), every expectation
 # from the independent model, through every column: a fixed seed in make

@@ -87,7 +87,7 @@ bench-flood: audit-deps
 # and byte-identity check as `make conformance`.
 conformance-cluster: drivers
 	scripts/with-cluster.sh env SLIDELIMIT_CONFORMANCE_CLUSTER=1 \
-		conformance/all $(VECTORS) $(CONFORMANCE_BINDINGS)
+		conformance/all $(call sh_quote,$(VECTORS)) $(CONFORMANCE_BINDINGS)
 
 audit-reshard: audit-deps
 	scripts/with-cluster.sh audit/run --windows 4 $(AUDIT_DRIVER_FLAG) --max-errors $(AUDIT_RESHARD_MAX_ERRORS) \

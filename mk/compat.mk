@@ -24,7 +24,7 @@ compat-servers:
 
 compat: compat-servers
 	$(MAKE) --no-print-directory build drivers
-	scripts/compat.sh --bindings "$(CONFORMANCE_BINDINGS)" --vectors "$(VECTORS)" \
+	scripts/compat.sh --bindings "$(CONFORMANCE_BINDINGS)" --vectors $(call sh_quote,$(VECTORS)) \
 		--servers "$(COMPAT_SERVERS)" --cluster "$(COMPAT_CLUSTER_SERVERS)"
 
 # The archive names make compat needs (.ci/run asks).
