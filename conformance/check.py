@@ -285,7 +285,7 @@ class _Session:
         pairs = json.loads(raw, object_pairs_hook=list)
         if obj.get("error") == "protocol":
             raise ProtocolRefusal(
-                f"{self.driver.name} refused {json.dumps(request, ensure_ascii=False)[:300]}: "
+                f"{self.driver.name} refused {drivers.wire_json(request)[:300]}: "
                 f"{obj.get('message')}"
             )
         if "error" in obj and not isinstance(obj["error"], str):
@@ -333,8 +333,10 @@ class _Session:
         policy.update(v["policy"])
         _, _, obj = self.ask(policy)
         if "error" not in obj:
-            # Every vector starts from empty state.
-            for tenant in dict.fromkeys(s["tenant"] for s in v["steps"] if "tenant" in s):
+            # Every vector starts from empty state. A step without a tenant
+            # (or with a null one) touches no key.
+            named = (s.get("tenant") for s in v["steps"])
+            for tenant in dict.fromkeys(t for t in named if t is not None):
                 _, _, reset = self.ask({"op": "reset", "tenant": tenant})
                 # A tenant no key can be built for touches no key.
                 if reset.get("error") not in (None, "invalid_argument"):

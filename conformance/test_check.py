@@ -12,6 +12,7 @@ from unittest import mock
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import check
+from check import drivers
 
 VECTORS: dict[str, Any] = {
     "format": "slidelimit-vectors/1",
@@ -371,6 +372,22 @@ class DriverHarnessTest(unittest.TestCase):
         steps = [r for r in self.sent() if r["op"] == "acquire_at"]
         self.assertEqual(steps[0], {"op": "acquire_at", "tenant": "t-1", "now_ms": 1000})
         self.assertEqual(steps[1]["cost"], 4)
+
+    def test_a_lone_surrogate_goes_escaped_and_a_step_without_tenant_resets_nothing(self):
+        doc = json.loads(json.dumps(VECTORS))
+        steps = doc["vectors"][1]["steps"]
+        steps[1]["tenant"] = "t\ud800"  # cost 4: the fake refuses it on cost
+        steps.append({**steps[1], "tenant": None})
+        steps.append({k: v for k, v in steps[1].items() if k != "tenant"})
+        self.write(doc)
+        status, run = self.run_column("fake")
+        self.assertEqual(status["log/basic"], "pass", run.report.messages())
+        resets = [r["tenant"] for r in self.sent() if r["op"] == "reset"]
+        self.assertEqual(resets, ["t-1", "t\ud800"])
+        with open(self.requests, encoding="utf-8") as f:
+            self.assertIn('"tenant":"t\\ud800"', f.read())
+        self.assertEqual(drivers.wire_json({"t": "é\x7f"}), '{"t":"é\x7f"}')
+        self.assertEqual(drivers.wire_json({"t": "é\udc80"}), '{"t":"\\u00e9\\udc80"}')
 
     def test_a_refused_policy_is_logged_for_every_step_without_a_reset(self):
         doc = json.loads(json.dumps(VECTORS))

@@ -1025,13 +1025,25 @@ BAD_POLICIES: list[tuple[dict[str, Any], str]] = [
     ({"limit": None}, "limit"),
     ({"window_ms": None}, "window_ms"),
     ({"resource": None}, "resource"),
+    # A lone surrogate (JSON's \ud800): no UTF-8 string holds one.
+    ({"resource": "geo\ud800"}, "resource"),
+    ({"namespace": "\udc00rl"}, "namespace"),
 ]
 
-BAD_TENANTS = [
+# A tenant left out of the request (a null one is the same).
+ABSENT = object()
+
+BAD_TENANTS: list[tuple[Any, str]] = [
     ("", "tenant: must not be empty"),
     ("x" * 513, "tenant: is 513 bytes"),
     ("é" * 256 + "x", "tenant: is 513 bytes"),  # 512 bytes of UTF-8 at most, not characters
     ("é" * 257, "tenant: is 514 bytes"),
+    # Each binding words these its own way (docs/driver.md).
+    (ABSENT, "tenant: "),
+    (None, "tenant: "),
+    ("a\ud800b", "tenant: "),
+    ("\udc80", "tenant: "),
+    ("\ude80\ud83d", "tenant: "),  # a pair in the wrong order is two lone ones
 ]
 
 
@@ -1047,7 +1059,9 @@ def _bad_calls(limit):
             {"op": "reset"},
             {"op": "key"},
         ):
-            calls.append(({**op, "tenant": tenant}, "tenant", message))
+            calls.append(
+                ({**op} if tenant is ABSENT else {**op, "tenant": tenant}, "tenant", message)
+            )
     for cost in (0, limit + 1, 1 << 53, -1, 1.5):
         for op in (
             {"op": "acquire"},

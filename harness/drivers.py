@@ -9,9 +9,11 @@ decision logs.
 """
 
 import contextlib
+import io
 import json
 import os
 import subprocess
+import sys
 import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,6 +24,27 @@ def drivers_dir():
     """drivers/, or SLIDELIMIT_DRIVERS_DIR when set (the harnesses' own tests
     point it at fake drivers)."""
     return os.environ.get("SLIDELIMIT_DRIVERS_DIR") or DRIVERS_DIR
+
+
+def escape_unencodable_output() -> None:
+    """Reports may quote a vector's lone surrogate, which stdout's UTF-8
+    cannot write: it is printed as its escape instead of ending the run."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+
+
+def wire_json(value) -> str:
+    """One compact JSON line, UTF-8 as it is; a string holding a lone
+    surrogate (a vector may: JSON's \\ud800 can carry one, UTF-8 cannot) goes
+    with every non-ASCII character escaped, the only form a UTF-8 line has
+    for it (docs/driver.md, "Framing")."""
+    line = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(value, separators=(",", ":"))
+    return line
 
 
 class DriverError(Exception):
@@ -66,7 +89,7 @@ class Driver:
 
     def request_raw(self, request, timeout_s=120):
         """Sends one request; returns the reply line (without its newline)."""
-        line = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
+        line = wire_json(request)
         try:
             self._proc.stdin.write(line + "\n")
             self._proc.stdin.flush()

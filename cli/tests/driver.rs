@@ -298,6 +298,64 @@ fn null_is_absent_and_a_field_without_default_is_required() {
     d.exit();
 }
 
+/// A tenant left out, null or holding a lone surrogate (JSON's `\ud800`,
+/// which no `&str` holds) is `invalid_argument` on `tenant`, as the other
+/// bindings answer it; a lone surrogate in the resource is the policy's
+/// refusal (docs/driver.md).
+#[test]
+fn a_tenant_left_out_or_not_utf8_is_invalid_argument() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    d.ask(POLICY);
+    for request in [
+        r#"{"op":"acquire_at","now_ms":1}"#,
+        r#"{"op":"acquire","tenant":null}"#,
+        r#"{"op":"peek"}"#,
+        r#"{"op":"reset"}"#,
+        r#"{"op":"key"}"#,
+    ] {
+        let reply = d.ask(request);
+        let head = r#"{"error":"invalid_argument","field":"tenant","message":"tenant: is required"#;
+        assert!(reply.starts_with(head), "{request}: {reply}");
+    }
+    for request in [
+        r#"{"op":"acquire_at","tenant":"a\ud800b","now_ms":1}"#,
+        r#"{"op":"peek","tenant":"\udc80","now_ms":1}"#,
+        r#"{"op":"reset","tenant":"\ude80\ud83d"}"#,
+        r#"{"op":"key","tenant":"t\uDBFF"}"#,
+    ] {
+        let reply = d.ask(request);
+        let head = r#"{"error":"invalid_argument","field":"tenant","message":"tenant: is not valid UTF-8: it holds a lone surrogate"#;
+        assert!(reply.starts_with(head), "{request}: {reply}");
+    }
+    // A pair is one character, and an escaped backslash no escape.
+    assert_eq!(
+        d.ask(r#"{"op":"key","tenant":"\ud83d\ude80"}"#),
+        format!(
+            r#"{{"ok":true,"key":"NS:{{geocode:🚀}}:log:1000","slot":{}}}"#,
+            slidelimit::slot("NS:{geocode:🚀}:log:1000")
+        )
+    );
+    let decided = d.ask(r#"{"op":"acquire_at","tenant":"\\ud800","now_ms":1}"#);
+    assert!(decided.starts_with(r#"{"allowed":true,"#), "{decided}");
+    // A string elsewhere than a field is still unreadable.
+    let unreadable = d.ask(r#"{"op":"key","tenant":["\ud800"]}"#);
+    assert!(
+        unreadable.starts_with(r#"{"error":"protocol","#),
+        "{unreadable}"
+    );
+
+    let refused = d.ask(r#"{"op":"policy","resource":"geo\ud800","limit":2,"window_ms":1000}"#);
+    let head =
+        r#"{"error":"invalid_argument","field":"resource","message":"resource: is not valid UTF-8"#;
+    assert!(refused.starts_with(head), "{refused}");
+    assert_eq!(
+        d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#),
+        refused
+    );
+    d.exit();
+}
+
 #[test]
 fn end_of_input_exits_zero() {
     let mut d = Driver::start();

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import re
 import sys
 from pathlib import Path
 
@@ -55,14 +56,19 @@ ALL_CASES = {
 }
 
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 class ScenarioError(Exception):
     pass
 
 
 def dump(value) -> str:
     # UTF-8 as it is, so tenants such as "東京" stay readable; DEL is escaped
-    # so that no invisible byte sits in the file.
+    # so that no invisible byte sits in the file, and so is a lone surrogate,
+    # which UTF-8 cannot hold at all (JSON's \ud800 can).
     text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    text = LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text.replace("\x7f", "\\u007f")
 
 

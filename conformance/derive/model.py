@@ -89,8 +89,13 @@ def check_name(field: str, value: str) -> None:
 
 
 def check_tenant(tenant: str) -> None:
+    # A lone surrogate (JSON's \ud800) has no UTF-8 form: no tenant.
+    try:
+        size = len(tenant.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise InvalidArgument("tenant") from None
     # The bound is in UTF-8 bytes, not characters.
-    if not 1 <= len(tenant.encode("utf-8")) <= MAX_TENANT_BYTES:
+    if not 1 <= size <= MAX_TENANT_BYTES:
         raise InvalidArgument("tenant")
 
 

@@ -236,6 +236,16 @@ KEYS = [
         tenant="%" * 512,
     ),
     key("key/tenant-empty", "An empty tenant is invalid_argument.", tenant=""),
+    key(
+        "key/tenant-lone-surrogate",
+        "A tenant holding an unpaired surrogate (JSON \\ud800, which no UTF-8 string can hold) is invalid_argument.",
+        tenant="a\ud800b",
+    ),
+    key(
+        "key/tenant-lone-trailing-surrogate",
+        "An unpaired trailing surrogate (\\udc80) is no UTF-8 either: invalid_argument.",
+        tenant="\udc80",
+    ),
     key("key/namespace-64-chars", "A namespace of 64 characters is accepted.", namespace="n" * 64),
     key(
         "key/namespace-65-chars",
@@ -1594,6 +1604,13 @@ VALIDATION = [
         2,
         1000,
         [S(10_000, 1, ""), S(10_000, 1, "t-1")],
+    ),
+    *both(
+        "tenant-lone-surrogate",
+        "A tenant with an unpaired surrogate (\\ud83d without its pair, or \\ude80 alone) is no UTF-8 string: invalid_argument; the pair is the tenant `a🚀`.",
+        2,
+        1000,
+        [S(10_000, 1, "a\ud83d"), S(10_000, 1, "\ude80a"), S(10_000, 1, "a🚀")],
     ),
     *both(
         "tenant-length",

@@ -284,7 +284,7 @@ class Driver {
       case 'acquire':
       case 'acquire_at':
       case 'peek': {
-        const tenant = field(req, 'tenant', 'string', true);
+        const tenant = field(req, 'tenant', 'string');
         const cost = field(req, 'cost', 'number');
         const nowMs = field(req, 'now_ms', 'number', op === 'acquire_at');
         if (op === 'acquire' && nowMs !== undefined) throw new ProtocolError('acquire: now_ms is acquire_at');
@@ -297,14 +297,14 @@ class Driver {
         return decisionLine(await call);
       }
       case 'reset': {
-        const tenant = field(req, 'tenant', 'string', true);
+        const tenant = field(req, 'tenant', 'string');
         const refused = this.#needLimiter();
         if (refused !== null) return refused;
         await this.#limiter.reset(tenant);
         return OK;
       }
       case 'key': {
-        const tenant = field(req, 'tenant', 'string', true);
+        const tenant = field(req, 'tenant', 'string');
         const refused = this.#needLimiter();
         if (refused !== null) return refused;
         const key = this.#limiter.key(tenant);

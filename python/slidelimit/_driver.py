@@ -218,16 +218,17 @@ class Driver:
             return OK
         if op == "policy":
             return self.policy(f)
+        # A tenant left out goes as None: the binding refuses it, as a user's.
+        tenant: Any = f.opt_str("tenant")
         if op == "key":
-            key = self.current(op).key(f.string("tenant"))
+            key = self.current(op).key(tenant)
             return dumps({"ok": True, "key": key, "slot": slidelimit.slot(key)})
         if op == "reset":
-            self.current(op).reset(f.string("tenant"))
+            self.current(op).reset(tenant)
             return OK
         if op == "load":
             return self.load(f)
         limiter = self.current(op)
-        tenant = f.string("tenant")
         cost = f.opt_number("cost")
         costs = {} if cost is None else {"cost": cost}
         if op == "acquire":

@@ -99,6 +99,31 @@ def test_a_policy_field_left_out_or_null_goes_to_the_binding_as_none() -> None:
     )
 
 
+def test_a_tenant_left_out_null_or_with_a_lone_surrogate_is_the_bindings_refusal() -> None:
+    # docs/driver.md: the binding gets None, or the str json.loads makes of
+    # a lone surrogate (JSON's \ud800), and refuses it, naming tenant.
+    requests = [
+        b'{"op":"acquire_at","now_ms":1}',
+        b'{"op":"acquire","tenant":null}',
+        b'{"op":"peek"}',
+        b'{"op":"reset"}',
+        b'{"op":"key"}',
+        b'{"op":"acquire_at","tenant":"a\\ud800b","now_ms":1}',
+        b'{"op":"key","tenant":"\\ude80\\ud83d"}',
+    ]
+    out = session(
+        [
+            b'{"op":"store","kind":"memory"}',
+            b'{"op":"policy","resource":"geo","limit":2,"window_ms":1000}',
+            *requests,
+        ]
+    )
+    for request, line in zip(requests, out[2:]):
+        reply = json.loads(line)
+        assert (reply["error"], reply["field"]) == ("invalid_argument", "tenant"), (request, reply)
+        assert reply["message"].startswith("tenant: "), reply
+
+
 def test_the_policy_op_takes_buckets() -> None:
     bucketed = '"algorithm":"bucketed_window","limit":2,"window_ms":1000'
     out = session(

@@ -309,21 +309,21 @@ module SlidelimitDriver
         end
         OK
       when "acquire"
-        SlidelimitDriver.decision_line(limiter.acquire(SlidelimitDriver.field(req, "tenant", :string, required: true),
+        SlidelimitDriver.decision_line(limiter.acquire(SlidelimitDriver.field(req, "tenant", :string),
                                                        **cost(req)))
       when "acquire_at"
-        SlidelimitDriver.decision_line(limiter.acquire_at(SlidelimitDriver.field(req, "tenant", :string, required: true),
+        SlidelimitDriver.decision_line(limiter.acquire_at(SlidelimitDriver.field(req, "tenant", :string),
                                                           SlidelimitDriver.field(req, "now_ms", :number, required: true),
                                                           **cost(req)))
       when "peek"
         now = SlidelimitDriver.field(req, "now_ms", :number)
-        SlidelimitDriver.decision_line(limiter.peek(SlidelimitDriver.field(req, "tenant", :string, required: true),
+        SlidelimitDriver.decision_line(limiter.peek(SlidelimitDriver.field(req, "tenant", :string),
                                                     now_ms: now, **cost(req)))
       when "reset"
-        limiter.reset(SlidelimitDriver.field(req, "tenant", :string, required: true))
+        limiter.reset(SlidelimitDriver.field(req, "tenant", :string))
         OK
       when "key"
-        key = limiter.key(SlidelimitDriver.field(req, "tenant", :string, required: true))
+        key = limiter.key(SlidelimitDriver.field(req, "tenant", :string))
         JSON.generate({ "ok" => true, "key" => key, "slot" => Slidelimit.key_slot(key) })
       when "load"
         SlidelimitDriver.run_load(limiter, req, @store)
@@ -346,12 +346,33 @@ module SlidelimitDriver
     end
   end
 
+  # A JSON escape (\u...) of a surrogate pair, of a lone surrogate, or of
+  # anything else (consumed whole, so that an escaped backslash is no escape).
+  JSON_ESCAPE = /\\u(d[89ab]\h{2})\\u(d[c-f]\h{2})|\\u(d[89a-f]\h{2})|\\./i
+
+  # A lone surrogate (JSON's \ud800; docs/driver.md, "Framing") as the three
+  # bytes a Ruby String holds for it, not valid UTF-8, as a user's string
+  # could be: the gem then refuses it. Ruby's JSON 2.6 refuses a leading one
+  # outright and reads a trailing one as those bytes; the bytes it reads
+  # either way.
+  def lone_surrogates_as_bytes(line)
+    return line unless line.match?(/\\u[dD][89a-fA-F]/)
+
+    line.gsub(JSON_ESCAPE) do |escape|
+      lone = Regexp.last_match(3)
+      next escape unless lone
+
+      code = lone.to_i(16)
+      [0xE0 | (code >> 12), 0x80 | ((code >> 6) & 0x3F), 0x80 | (code & 0x3F)].pack("C*").force_encoding(Encoding::UTF_8)
+    end
+  end
+
   def main
     $stdout.sync = true
     session = Session.new
     $stdin.each_line do |line|
       req = begin
-        JSON.parse(line)
+        JSON.parse(lone_surrogates_as_bytes(line))
       rescue JSON::ParserError => e
         puts JSON.generate({ "error" => "protocol", "message" => "bad JSON: #{e.message}" })
         next

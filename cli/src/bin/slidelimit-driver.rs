@@ -11,6 +11,7 @@
 mod decision_json;
 
 use decision_json::decision_json;
+use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use slidelimit::{slot, Algorithm, Error, Limit, Limiter, Options, Policy};
 use std::io::{BufRead, Write};
@@ -70,6 +71,10 @@ const OK: &str = "{\"ok\":true}";
 /// The refusal of a policy field with no default that a request left out.
 const REQUIRED: &str = "is required (the Rust API has no default)";
 
+/// The refusal of a string that held a lone surrogate.
+const LONE_SURROGATE: &str =
+    "is not valid UTF-8: it holds a lone surrogate (the Rust API takes &str)";
+
 /// Why a JSON number is no u64, in the words the other bindings use.
 fn beyond_u64(n: &serde_json::Number) -> String {
     let problem = if n.as_i64().is_some() {
@@ -91,17 +96,28 @@ fn beyond_u64(n: &serde_json::Number) -> String {
 struct Fields<'a> {
     op: &'a str,
     map: &'a Map<String, Value>,
+    /// The string fields that held a lone surrogate (see `parse_request`).
+    lone_surrogates: &'a [String],
 }
 
 impl<'a> Fields<'a> {
-    fn new(op: &'a str, map: &'a Map<String, Value>, known: &[&str]) -> Result<Self, Protocol> {
+    fn new(
+        op: &'a str,
+        map: &'a Map<String, Value>,
+        lone_surrogates: &'a [String],
+        known: &[&str],
+    ) -> Result<Self, Protocol> {
         if let Some(unknown) = map
             .keys()
             .find(|k| *k != "op" && !known.contains(&k.as_str()))
         {
             return Err(Protocol(format!("{op}: unknown field {unknown:?}")));
         }
-        Ok(Fields { op, map })
+        Ok(Fields {
+            op,
+            map,
+            lone_surrogates,
+        })
     }
 
     /// A field's value; JSON `null` is the same as leaving the field out
@@ -128,6 +144,23 @@ impl<'a> Fields<'a> {
 
     fn str(&self, name: &str) -> Result<&'a str, Protocol> {
         self.opt_str(name)?.ok_or_else(|| self.missing(name))
+    }
+
+    /// A string the binding takes as `&str`. One that held a lone surrogate
+    /// never reaches it: no `&str` can hold one, so the type refuses it, as
+    /// it refuses it for the binding's users (docs/driver.md).
+    fn binding_str(&self, name: &'static str) -> Result<Option<&'a str>, Reply> {
+        if self.lone_surrogates.iter().any(|n| n == name) {
+            return Err(Error::invalid(name, LONE_SURROGATE).into());
+        }
+        Ok(self.opt_str(name)?)
+    }
+
+    /// The tenant of a call, reset or key: required, as the Rust API has no
+    /// default for it.
+    fn tenant(&self) -> Result<&'a str, Reply> {
+        self.binding_str("tenant")?
+            .ok_or_else(|| Error::invalid("tenant", REQUIRED).into())
     }
 
     /// An integer the harness's own fields (a `load`'s schedule) take.
@@ -194,7 +227,7 @@ impl<'a> Fields<'a> {
             let Value::Object(map) = entry else {
                 return Err(self.wrong("limits", "a list of objects").into());
             };
-            let f = Fields::new("policy limits[]", map, &LIMIT_FIELDS)?;
+            let f = Fields::new("policy limits[]", map, &[], &LIMIT_FIELDS)?;
             // A refused value is named as core names a field of this limit.
             limits.push(LimitFields::read(&f).map_err(|r| match r {
                 Reply::Binding(e) => Reply::Binding(e.for_limit(i, list.len())),
@@ -314,11 +347,11 @@ impl Driver {
             .ok_or_else(|| Protocol("policy: no store yet".to_owned()))?;
         // Defaults are the binding's; resource, limit and window_ms have none.
         let namespace = f
-            .opt_str("namespace")?
-            .unwrap_or(slidelimit_core::DEFAULT_NAMESPACE);
+            .binding_str("namespace")
+            .map(|n| n.unwrap_or(slidelimit_core::DEFAULT_NAMESPACE));
         let resource = f
-            .opt_str("resource")?
-            .ok_or_else(|| Reply::Binding(Error::invalid("resource", REQUIRED)));
+            .binding_str("resource")
+            .and_then(|r| r.ok_or_else(|| Reply::Binding(Error::invalid("resource", REQUIRED))));
         let limits = match f.opt_limits() {
             Ok(Some(limits)) => {
                 if let Some(single) = LIMIT_FIELDS.iter().find(|n| f.get(n).is_some()) {
@@ -331,7 +364,8 @@ impl Driver {
             Ok(None) => LimitFields::read(f).map(|single| vec![single]),
             Err(e) => Err(e),
         };
-        let (resource, limits) = match resource.and_then(|r| limits.map(|l| (r, l))) {
+        let read = namespace.and_then(|n| resource.and_then(|r| limits.map(|l| (n, r, l))));
+        let (namespace, resource, limits) = match read {
             Ok(read) => read,
             // A value the API's types refuse, or one it cannot leave out, is
             // a refused policy: every op that needs a limiter answers its
@@ -376,7 +410,7 @@ impl Driver {
 
     async fn call(&self, op: &str, f: &Fields<'_>) -> OpResult {
         let limiter = self.limiter(op)?;
-        let tenant = f.str("tenant")?;
+        let tenant = f.tenant()?;
         let cost = f.opt_arg("cost")?;
         let decision = match op {
             "acquire" => match cost {
@@ -397,13 +431,13 @@ impl Driver {
 
     async fn reset(&self, f: &Fields<'_>) -> OpResult {
         let limiter = self.limiter("reset")?;
-        limiter.reset(f.str("tenant")?).await?;
+        limiter.reset(f.tenant()?).await?;
         Ok(OK.to_owned())
     }
 
     fn key(&self, f: &Fields) -> OpResult {
         let limiter = self.limiter("key")?;
-        let key = limiter.policy().key(f.str("tenant")?)?;
+        let key = limiter.policy().key(f.tenant()?)?;
         Ok(format!(
             "{{\"ok\":true,\"key\":{},\"slot\":{}}}",
             json_str(&key),
@@ -629,11 +663,49 @@ fn known_fields(op: &str) -> Option<&'static [&'static str]> {
     })
 }
 
+/// One request line. A string holding a lone surrogate (JSON's `\ud800`;
+/// docs/driver.md, "Framing") makes serde_json refuse the whole line; the
+/// fields are then read one by one. A string field that a raw read accepts
+/// (it checks every escape and control byte) and a `Value` refuses holds
+/// one: it is named in the list, and kept in the map as its JSON text, so
+/// that the op refuses it as its field.
+fn parse_request(line: &str) -> Result<(Value, Vec<String>), Protocol> {
+    let refused = match serde_json::from_str(line) {
+        Ok(v) => return Ok((v, Vec::new())),
+        Err(e) => Protocol(format!("bad JSON: {e}")),
+    };
+    let raws: Vec<(String, Box<RawValue>)> =
+        match serde_json::from_str::<std::collections::BTreeMap<_, _>>(line) {
+            Ok(raws) => raws.into_iter().collect(),
+            Err(_) => return Err(refused),
+        };
+    let mut map = Map::new();
+    let mut lone_surrogates = Vec::new();
+    for (name, raw) in raws {
+        let value = match serde_json::from_str(raw.get()) {
+            Ok(value) => value,
+            Err(_) => match raw
+                .get()
+                .strip_prefix('"')
+                .and_then(|s| s.strip_suffix('"'))
+            {
+                Some(text) => {
+                    lone_surrogates.push(name.clone());
+                    Value::String(text.to_owned())
+                }
+                None => return Err(refused),
+            },
+        };
+        map.insert(name, value);
+    }
+    Ok((Value::Object(map), lone_surrogates))
+}
+
 /// Answers one request line; false after `exit`.
 fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) -> (String, bool) {
-    let request: Value = match serde_json::from_str(line) {
-        Ok(v) => v,
-        Err(e) => return (protocol_line(&Protocol(format!("bad JSON: {e}"))), true),
+    let (request, lone_surrogates) = match parse_request(line) {
+        Ok(parsed) => parsed,
+        Err(p) => return (protocol_line(&p), true),
     };
     let Some(map) = request.as_object() else {
         return (
@@ -649,7 +721,7 @@ fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) ->
     let Some(known) = known_fields(op) else {
         return (protocol_line(&Protocol(format!("unknown op {op:?}"))), true);
     };
-    let result = Fields::new(op, map, known)
+    let result = Fields::new(op, map, &lone_surrogates, known)
         .map_err(Reply::from)
         .and_then(|f| {
             runtime.block_on(async {

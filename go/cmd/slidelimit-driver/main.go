@@ -23,6 +23,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -161,12 +163,85 @@ func parseRequest(line []byte) (*request, error) {
 	}
 	delete(fields, "op")
 	dropNulls(fields)
+	if err := keepLoneSurrogates(line, fields); err != nil {
+		return nil, err
+	}
 	for name := range fields {
 		if !slices.Contains(known, name) {
 			return nil, protocolf("%s: unknown field %q", op, name)
 		}
 	}
 	return &request{op: op, fields: fields}, nil
+}
+
+// keepLoneSurrogates reads again each string field that holds a lone
+// surrogate (JSON's \ud800; docs/driver.md, "Framing"): encoding/json turns
+// one into U+FFFD, a valid tenant, where a Go string can hold the three
+// bytes that stand for it, not valid UTF-8, as a user's string could. The
+// binding then refuses them.
+func keepLoneSurrogates(line []byte, fields map[string]any) error {
+	if !bytes.Contains(bytes.ToLower(line), []byte(`\ud`)) {
+		return nil
+	}
+	var raws map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raws); err != nil {
+		return protocolf("bad JSON: %v", err)
+	}
+	for name, raw := range raws {
+		if _, isString := fields[name].(string); isString {
+			fields[name] = unquoteKeepingSurrogates(raw)
+		}
+	}
+	return nil
+}
+
+// unquoteKeepingSurrogates decodes a JSON string that encoding/json has
+// already read (so it is well formed), writing a lone surrogate as its three
+// bytes instead of U+FFFD.
+func unquoteKeepingSurrogates(raw []byte) string {
+	body := raw[1 : len(raw)-1]
+	out := make([]byte, 0, len(body))
+	hex := func(at int) rune {
+		v, _ := strconv.ParseUint(string(body[at:at+4]), 16, 32)
+		return rune(v)
+	}
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			out = append(out, body[i])
+			continue
+		}
+		i++
+		switch body[i] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex(i + 1)
+			i += 4
+			if utf16.IsSurrogate(r) && r < 0xDC00 && i+6 < len(body) && body[i+1] == '\\' && body[i+2] == 'u' {
+				if pair := utf16.DecodeRune(r, hex(i+3)); pair != utf8.RuneError {
+					out = utf8.AppendRune(out, pair)
+					i += 6
+					continue
+				}
+			}
+			if utf16.IsSurrogate(r) {
+				out = append(out, byte(0xE0|r>>12), byte(0x80|(r>>6)&0x3F), byte(0x80|r&0x3F))
+			} else {
+				out = utf8.AppendRune(out, r)
+			}
+		default: // " \ /
+			out = append(out, body[i])
+		}
+	}
+	return string(out)
 }
 
 func (r *request) wrong(name, want string) error {
@@ -191,6 +266,13 @@ func (r *request) str(name string) (string, error) {
 		err = protocolf("%s: %s is required", r.op, name)
 	}
 	return s, err
+}
+
+// tenant is a call's tenant; absent, the Go API's zero value "", which core
+// refuses, as it would a Go user's call that names none.
+func (r *request) tenant() (string, error) {
+	tenant, _, err := r.optString("tenant")
+	return tenant, err
 }
 
 // optUint reads a non-negative integer of the harness's own fields (a load's
@@ -612,7 +694,7 @@ func (d *driver) opCheck(ctx context.Context, r *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tenant, err := r.str("tenant")
+	tenant, err := r.tenant()
 	if err != nil {
 		return "", err
 	}
@@ -659,7 +741,7 @@ func (d *driver) opReset(ctx context.Context, r *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tenant, err := r.str("tenant")
+	tenant, err := r.tenant()
 	if err != nil {
 		return "", err
 	}
@@ -674,7 +756,7 @@ func (d *driver) opKey(r *request) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tenant, err := r.str("tenant")
+	tenant, err := r.tenant()
 	if err != nil {
 		return "", err
 	}

@@ -214,6 +214,39 @@ func TestNullIsAbsent(t *testing.T) {
 	}
 }
 
+// TestTenantLeftOutOrNotUTF8: a tenant left out or null is the Go API's zero
+// value, and one holding a lone surrogate (JSON's \ud800) its three bytes,
+// not U+FFFD as encoding/json reads it: core refuses both, naming tenant, as
+// the other bindings do (docs/driver.md). A pair is one character; an
+// escaped backslash is no escape.
+func TestTenantLeftOutOrNotUTF8(t *testing.T) {
+	d := &driver{}
+	defer d.close()
+	d.handle([]byte(`{"op":"store","kind":"memory"}`))
+	d.handle([]byte(`{"op":"policy","resource":"r","limit":2,"window_ms":1000}`))
+	for _, request := range []string{
+		`{"op":"acquire_at","now_ms":1}`,
+		`{"op":"acquire","tenant":null}`,
+		`{"op":"peek"}`,
+		`{"op":"reset"}`,
+		`{"op":"key"}`,
+		`{"op":"acquire_at","tenant":"a\ud800b","now_ms":1}`,
+		`{"op":"peek","tenant":"\udc80","now_ms":1}`,
+		`{"op":"reset","tenant":"\ude80\ud83d"}`,
+		`{"op":"key","tenant":"t\uDBFF"}`,
+	} {
+		if got, _ := d.handle([]byte(request)); !strings.HasPrefix(got, `{"error":"invalid_argument","field":"tenant",`) {
+			t.Errorf("%s: %s", request, got)
+		}
+	}
+	if got, _ := d.handle([]byte(`{"op":"key","tenant":"\ud83d\ude80\n\"\\\/"}`)); !strings.HasPrefix(got, `{"ok":true,"key":"rl:{r:🚀%0A\"\\/}:log:1000",`) {
+		t.Errorf("a pair and the other escapes: %s", got)
+	}
+	if got, _ := d.handle([]byte(`{"op":"acquire_at","tenant":"\\ud800","now_ms":1}`)); !strings.HasPrefix(got, `{"allowed":true,`) {
+		t.Errorf("an escaped backslash: %s", got)
+	}
+}
+
 // TestPolicyBuckets: the optional buckets field reaches the Policy (absent:
 // core's default), and core's refusal names it.
 func TestPolicyBuckets(t *testing.T) {
