@@ -67,7 +67,15 @@ def _expect_pairs(where, expect, fields):
         raise VectorFileError(
             f'{where}: expect must be {{"error": code}} or have exactly {", ".join(fields)}'
         )
-    return [(f, expect[f]) for f in fields]
+    return [(f, whole(expect[f])) for f in fields]
+
+
+def whole(value):
+    """A JSON number is a double (docs/driver.md): a whole one written as
+    `3.0` is the integer 3, and a log line writes it in digits."""
+    if isinstance(value, float) and value.is_integer() and abs(value) <= 2**53:
+        return int(value)
+    return value
 
 
 def load(path):

@@ -389,6 +389,20 @@ class DriverHarnessTest(unittest.TestCase):
         self.assertEqual(drivers.wire_json({"t": "é\x7f"}), '{"t":"é\x7f"}')
         self.assertEqual(drivers.wire_json({"t": "é\udc80"}), '{"t":"\\u00e9\\udc80"}')
 
+    def test_whole_numbers_written_as_floats_are_integers(self):
+        doc = json.loads(json.dumps(VECTORS))
+        vector = doc["vectors"][1]
+        vector["policy"]["limit"] = 3.0
+        vector["steps"][0] |= {"now_ms": 1000.0, "cost": 1.0}
+        vector["steps"][0]["expect"] |= {"remaining": 2.0, "now_ms": 1e3}
+        self.write(doc)
+        status, run = self.run_column("fake")
+        self.assertEqual(status["log/basic"], "pass", run.report.messages())
+        self.assertIn('"step":0,"allowed":true,"remaining":2,', run.log)
+        # The requests carry them as the vector wrote them.
+        steps = [r for r in self.sent() if r["op"] == "acquire_at"]
+        self.assertEqual(steps[0]["now_ms"], 1000.0)
+
     def test_a_refused_policy_is_logged_for_every_step_without_a_reset(self):
         doc = json.loads(json.dumps(VECTORS))
         doc["vectors"][1]["policy"]["limit"] = 0

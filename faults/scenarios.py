@@ -1159,6 +1159,28 @@ def bad_input(ctx):
             allowed=True,
             remaining=0,
         )
+        # A JSON number is a double (docs/driver.md): whole ones written as
+        # 3.0 or -0.0 are those integers in every driver.
+        d.ok(
+            f"{kind}: a policy of 3.0 per 1000.0 ms",
+            op="policy",
+            **{**good, "limit": 3.0, "window_ms": 1000.0},
+        )
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="float-form", cost=2.0, now_ms=float(T)),
+            f"{kind}: cost 2.0 at now_ms {float(T)}",
+            allowed=True,
+            remaining=1,
+            now_ms=T,
+        )
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="minus-zero", now_ms=-0.0),
+            f"{kind}: now_ms -0.0",
+            allowed=True,
+            now_ms=0,
+        )
     admin("FLUSHALL")
 
     # Braces are escaped, not refused: one key, the one the binding names.

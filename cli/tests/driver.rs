@@ -356,6 +356,41 @@ fn a_tenant_left_out_or_not_utf8_is_invalid_argument() {
     d.exit();
 }
 
+/// A JSON number is a double: a whole one up to 2^53 in any form (`2.0`,
+/// `1e3`, `-0`) is that integer, as in every other driver (docs/driver.md).
+#[test]
+fn a_whole_number_in_any_json_form_is_that_integer() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    assert_eq!(
+        d.ask(r#"{"op":"policy","resource":"r","limit":2.0,"window_ms":1e3}"#),
+        r#"{"ok":true}"#
+    );
+    assert_eq!(
+        d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":-0,"cost":1.0}"#),
+        r#"{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":0}"#
+    );
+    assert_eq!(
+        d.ask(r#"{"op":"peek","tenant":"t","now_ms":5e2,"cost":-0.0}"#),
+        d.ask(r#"{"op":"peek","tenant":"t","now_ms":500,"cost":0}"#)
+    );
+    for (request, message) in [
+        (
+            r#"{"op":"acquire_at","tenant":"t","now_ms":1e16}"#,
+            "now_ms: must be written in digits above 2^53, got 1e+16",
+        ),
+        (
+            r#"{"op":"acquire_at","tenant":"t","now_ms":-1.0}"#,
+            "now_ms: must not be negative, got -1.0",
+        ),
+    ] {
+        let reply = d.ask(request);
+        let head = format!(r#"{{"error":"invalid_argument","field":"now_ms","message":"{message}"#);
+        assert!(reply.starts_with(&head), "{request}: {reply}");
+    }
+    d.exit();
+}
+
 #[test]
 fn end_of_input_exits_zero() {
     let mut d = Driver::start();

@@ -33,7 +33,8 @@ function field(req, name, type, required = false) {
     return undefined;
   }
   if (!TYPES[type](v)) throw new ProtocolError(`${req.op}: ${name} must be a JSON ${type}`);
-  return v;
+  // JSON's -0 is the integer 0, as the other drivers read it (docs/driver.md).
+  return Object.is(v, -0) ? 0 : v;
 }
 
 // Integers as plain digits. Every decision field is one from 0 to 2^53 (core's

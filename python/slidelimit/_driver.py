@@ -119,13 +119,17 @@ class Fields:
         return value
 
     def opt_number(self, name: str) -> Any:
-        """A JSON number, handed to the binding as it came (a float or a
-        negative is the binding's to refuse: its parameters are Python ints)."""
+        """A JSON number, handed to the binding as it came (a fraction or a
+        negative is the binding's to refuse: its parameters are Python ints).
+        A JSON number is a double (docs/driver.md): a whole one up to 2^53
+        written as `3.0`, `3e0` or `-0` is that integer."""
         value = self.request.get(name)
         if value is None:
             return None
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Protocol(f"{self.op}: {name} must be a number")
+        if isinstance(value, float) and value.is_integer() and abs(value) <= WHOLE_DOUBLES:
+            return int(value)
         return value
 
     def number(self, name: str) -> Any:
@@ -142,6 +146,10 @@ class Fields:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise Protocol(f"{self.op}: {name} must be a non-negative integer")
         return value
+
+
+# Every whole number up to 2^53 is a double, exactly.
+WHOLE_DOUBLES = 2**53
 
 
 def wall_ms() -> int:

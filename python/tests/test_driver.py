@@ -124,6 +124,25 @@ def test_a_tenant_left_out_null_or_with_a_lone_surrogate_is_the_bindings_refusal
         assert reply["message"].startswith("tenant: "), reply
 
 
+def test_a_whole_number_in_float_form_is_that_integer() -> None:
+    # docs/driver.md: a JSON number is a double, so 2.0, 1e3 and -0.0 are the
+    # integers 2, 1000 and 0 here too, where the binding refuses a float.
+    out = session(
+        [
+            b'{"op":"store","kind":"memory"}',
+            b'{"op":"policy","resource":"geo","limit":2.0,"window_ms":1e3}',
+            b'{"op":"acquire_at","tenant":"t","now_ms":-0.0,"cost":1.0}',
+            b'{"op":"acquire_at","tenant":"t","now_ms":0.5}',
+        ]
+    )
+    assert out[1] == '{"ok":true}'
+    assert out[2] == (
+        '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":0}'
+    )
+    refused = json.loads(out[3])
+    assert (refused["error"], refused["field"]) == ("invalid_argument", "now_ms"), refused
+
+
 def test_the_policy_op_takes_buckets() -> None:
     bucketed = '"algorithm":"bucketed_window","limit":2,"window_ms":1000'
     out = session(

@@ -33,6 +33,9 @@ module SlidelimitDriver
 
   module_function
 
+  # Every whole number up to 2^53 is a double, exactly.
+  WHOLE_DOUBLES = 2**53
+
   # The field's value, or nil when absent (null counts as absent).
   # where: what the message names (the op).
   def field(req, name, type, required: false, where: req["op"])
@@ -43,6 +46,9 @@ module SlidelimitDriver
       return nil
     end
     raise ProtocolError, "#{where}: #{name} must be a JSON #{type}" unless TYPES.fetch(type).call(v)
+    # A JSON number is a double (docs/driver.md): a whole one up to 2^53
+    # written as 3.0, 3e0 or -0.0 is that integer.
+    return v.to_i if v.is_a?(Float) && v.finite? && v == v.floor && v.abs <= WHOLE_DOUBLES
 
     v
   end

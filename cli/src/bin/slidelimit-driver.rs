@@ -75,15 +75,27 @@ const REQUIRED: &str = "is required (the Rust API has no default)";
 const LONE_SURROGATE: &str =
     "is not valid UTF-8: it holds a lone surrogate (the Rust API takes &str)";
 
+/// A JSON number is a double (docs/driver.md): a whole one up to 2^53
+/// written as `3.0`, `3e0` or `-0` is that integer, as JavaScript reads it.
+fn whole_double(n: &serde_json::Number) -> Option<u64> {
+    const WHOLE_DOUBLES: f64 = 9_007_199_254_740_992.0; // 2^53
+    n.as_f64()
+        .filter(|v| v.fract() == 0.0 && (0.0..=WHOLE_DOUBLES).contains(v))
+        .map(|v| v as u64)
+}
+
 /// Why a JSON number is no u64, in the words the other bindings use.
 fn beyond_u64(n: &serde_json::Number) -> String {
-    let problem = if n.as_i64().is_some() {
+    let problem = if n.as_f64().is_some_and(|v| v < 0.0) {
         "must not be negative"
     } else if n
         .as_f64()
         .is_some_and(|v| v.fract() == 0.0 && v >= 18_446_744_073_709_551_616.0)
     {
         "must be at most 2^64 - 1"
+    } else if n.as_f64().is_some_and(|v| v.fract() == 0.0) {
+        // Whole, above 2^53, and not in digits: no exact double.
+        "must be written in digits above 2^53"
     } else {
         "must be an integer"
     };
@@ -187,7 +199,7 @@ impl<'a> Fields<'a> {
     fn opt_arg(&self, name: &'static str) -> Result<Option<u64>, Reply> {
         match self.get(name) {
             None => Ok(None),
-            Some(Value::Number(n)) => match n.as_u64() {
+            Some(Value::Number(n)) => match n.as_u64().or_else(|| whole_double(n)) {
                 Some(v) => Ok(Some(v)),
                 None => Err(Error::invalid(name, beyond_u64(n)).into()),
             },

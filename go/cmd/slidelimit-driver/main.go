@@ -319,11 +319,18 @@ func (r *request) optArg(name string) (uint64, bool, error) {
 	}
 	problem := "must be an integer"
 	if f, err := strconv.ParseFloat(n.String(), 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		// A JSON number is a double (docs/driver.md): a whole one up to
+		// 2^53 written as 3.0, 3e0 or -0 is that integer.
+		if err == nil && f == math.Trunc(f) && f >= 0 && f <= 1<<53 {
+			return uint64(f), true, nil
+		}
 		switch {
 		case f < 0:
 			problem = "must not be negative"
 		case f == math.Trunc(f) && f >= 1<<64:
 			problem = "must be at most 2^64 - 1"
+		case f == math.Trunc(f): // whole, above 2^53, and not in digits: no exact double
+			problem = "must be written in digits above 2^53"
 		}
 	}
 	return 0, false, invalid(name, "%s, got %s (the Go API takes uint64)", problem, n)

@@ -247,6 +247,32 @@ func TestTenantLeftOutOrNotUTF8(t *testing.T) {
 	}
 }
 
+// TestWholeNumbersInAnyForm: a JSON number is a double, so a whole one up to
+// 2^53 written as 2.0, 1e3 or -0 is that integer, as in every other driver
+// (docs/driver.md); past 2^53 only digits are exact.
+func TestWholeNumbersInAnyForm(t *testing.T) {
+	d := &driver{}
+	defer d.close()
+	d.handle([]byte(`{"op":"store","kind":"memory"}`))
+	if got, _ := d.handle([]byte(`{"op":"policy","resource":"r","limit":2.0,"window_ms":1e3}`)); got != `{"ok":true}` {
+		t.Fatalf("policy: %s", got)
+	}
+	want := `{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_after_ms":1000,"now_ms":0}`
+	if got, _ := d.handle([]byte(`{"op":"acquire_at","tenant":"t","now_ms":-0,"cost":1.0}`)); got != want {
+		t.Errorf("-0 and 1.0: %s", got)
+	}
+	for request, message := range map[string]string{
+		`{"op":"acquire_at","tenant":"t","now_ms":1e16}`: "now_ms: must be written in digits above 2^53, got 1e16",
+		`{"op":"acquire_at","tenant":"t","now_ms":-1.0}`: "now_ms: must not be negative, got -1.0",
+		`{"op":"acquire_at","tenant":"t","now_ms":0.5}`:  "now_ms: must be an integer, got 0.5",
+	} {
+		got, _ := d.handle([]byte(request))
+		if want := `{"error":"invalid_argument","field":"now_ms","message":"` + message; !strings.HasPrefix(got, want) {
+			t.Errorf("%s: %s", request, got)
+		}
+	}
+}
+
 // TestPolicyBuckets: the optional buckets field reaches the Policy (absent:
 // core's default), and core's refusal names it.
 func TestPolicyBuckets(t *testing.T) {
