@@ -146,6 +146,21 @@ def _client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
     return options
 
 
+# The pools of the clients made here. redis-py 8's default pool holds 100
+# connections and fails the 101st caller at once (MaxConnectionsError: a
+# Celery worker of 150 threads would see Redis "unavailable" while it is
+# fine). A standalone client keeps that size, and a caller past it waits up
+# to timeout_ms for a free connection. redis-py's Cluster clients cannot
+# take a waiting pool for their nodes: they get a connection per call in
+# flight, as redis-py 7 and earlier gave by default.
+POOL_MAX_CONNECTIONS = 100
+CLUSTER_MAX_CONNECTIONS = 2**31
+
+
+def _pool_options(timeout_ms: int) -> dict[str, Any]:
+    return {"max_connections": POOL_MAX_CONNECTIONS, "timeout": timeout_ms / 1000}
+
+
 def _async_client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
     options = _client_options(timeout_ms, tls_ca_file)
     options["retry"] = AsyncRetry(NoBackoff(), 1, (RedisConnectionError,))
@@ -220,7 +235,9 @@ class Limiter:
         """A limiter on its own `redis.Redis` for `url` (redis://, rediss://,
         user and password allowed), every call bounded by `timeout_ms`."""
         options = _client_options(timeout_ms, tls_ca_file)
-        client = redis.Redis.from_url(url, **options)
+        pool = redis.BlockingConnectionPool.from_url(url, **_pool_options(timeout_ms), **options)
+        client = redis.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True
         return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
 
     @classmethod
@@ -242,6 +259,7 @@ class Limiter:
         del options["retry"]
         nodes, credentials = _cluster_nodes(urls, redis.cluster.ClusterNode)
         options.update(credentials)
+        options["max_connections"] = CLUSTER_MAX_CONNECTIONS
         try:
             client = redis.cluster.RedisCluster(startup_nodes=nodes, **options)
         except _TRANSPORT as e:
@@ -504,7 +522,11 @@ class AsyncLimiter:
         deny_cache: DenyCacheOption = True,
     ) -> AsyncLimiter:
         options = _async_client_options(timeout_ms, tls_ca_file)
-        client = redis.asyncio.Redis.from_url(url, **options)
+        pool = redis.asyncio.BlockingConnectionPool.from_url(
+            url, **_pool_options(timeout_ms), **options
+        )
+        client = redis.asyncio.Redis(connection_pool=pool)
+        client.auto_close_connection_pool = True
         return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
 
     @classmethod
@@ -523,6 +545,7 @@ class AsyncLimiter:
         del options["retry"]  # as in Limiter.from_cluster
         nodes, credentials = _cluster_nodes(urls, redis.asyncio.cluster.ClusterNode)
         options.update(credentials)
+        options["max_connections"] = CLUSTER_MAX_CONNECTIONS
         client = redis.asyncio.RedisCluster(startup_nodes=nodes, **options)
         return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
 

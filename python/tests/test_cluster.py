@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
+import redis
 import redis.cluster
+from test_redis import CALLERS, paused_calls
 
 import slidelimit
 from slidelimit import Algorithm, AsyncLimiter, Limiter, Policy
@@ -75,3 +79,37 @@ async def test_async_cluster(cluster_urls: list[str], resource: str) -> None:
             got = [await limiter.acquire(t) for _ in range(4)]
             assert [d.allowed for d in got] == [True, True, True, False]
             await limiter.reset(t)
+
+
+def masters(cluster_urls: list[str]) -> list[redis.Redis]:
+    return [redis.Redis.from_url(url, socket_timeout=5) for url in cluster_urls]
+
+
+def test_more_callers_than_a_node_pool_holds_wait_for_a_connection(
+    cluster_urls: list[str], resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=1000, window_ms=60_000)
+    with Limiter.from_cluster(cluster_urls, policy, timeout_ms=5_000) as limiter:
+        limiter.acquire("t")  # the slot map first, so that the pause holds calls only
+        results = paused_calls(masters(cluster_urls), [lambda: limiter.acquire("t")] * CALLERS)
+        limiter.reset("t")
+    decided = [d for d in results if isinstance(d, slidelimit.Decision)]
+    assert len(decided) == CALLERS, [e for e in results if e not in decided][:3]
+    assert sorted(d.remaining for d in decided) == list(range(999 - CALLERS, 999))
+
+
+async def test_more_async_callers_than_a_node_pool_holds(
+    cluster_urls: list[str], resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=1000, window_ms=60_000)
+    async with AsyncLimiter.from_cluster(cluster_urls, policy, timeout_ms=5_000) as limiter:
+        await limiter.acquire("t")
+        for admin in masters(cluster_urls):
+            admin.execute_command("CLIENT", "PAUSE", 500, "ALL")
+        results = await asyncio.gather(
+            *(limiter.acquire("t") for _ in range(CALLERS)), return_exceptions=True
+        )
+        await limiter.reset("t")
+    decided = [d for d in results if isinstance(d, slidelimit.Decision)]
+    assert len(decided) == CALLERS, [e for e in results if e not in decided][:3]
+    assert sorted(d.remaining for d in decided) == list(range(999 - CALLERS, 999))

@@ -6,7 +6,7 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import prometheus_client
 import pytest
@@ -360,3 +360,55 @@ def test_error_replies_reach_core_as_sent_whatever_redis_py_kept() -> None:
     with_code = NoScriptError("No matching script.", status_code="NOSCRIPT")
     assert _server_text(with_code) == "NOSCRIPT No matching script."
     assert _server_text(redis.exceptions.TimeoutError("Timeout reading")) is None
+
+
+# More callers at once than redis-py 8's default pool holds (100 connections,
+# past which it raises MaxConnectionsError at once): Redis is paused, so every
+# call holds its connection until the pause ends.
+CALLERS = 150
+
+
+def paused_calls(admins: list[redis.Redis], calls: list[Callable[[], object]]) -> list[object]:
+    """Runs the calls on threads, all at once, while every server is paused."""
+    results: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        try:
+            results[i] = calls[i]()
+        except Exception as e:  # collected, so the test shows every failure
+            results[i] = e
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for admin in admins:
+        admin.execute_command("CLIENT", "PAUSE", 500, "ALL")
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return results
+
+
+def test_more_callers_than_the_pool_holds_wait_for_a_connection(
+    r: redis.Redis, redis_url: str, resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=1000, window_ms=60_000)
+    with Limiter.from_url(redis_url, policy, timeout_ms=5_000) as limiter:
+        results = paused_calls([r], [lambda: limiter.acquire("t")] * CALLERS)
+    decided = [d for d in results if isinstance(d, slidelimit.Decision)]
+    assert len(decided) == CALLERS, [e for e in results if e not in decided][:3]
+    # Each admitted exactly once: no call was sent twice or lost.
+    assert sorted(d.remaining for d in decided) == list(range(1000 - CALLERS, 1000))
+
+
+async def test_more_async_callers_than_the_pool_holds_wait_for_a_connection(
+    r: redis.Redis, redis_url: str, resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=1000, window_ms=60_000)
+    async with AsyncLimiter.from_url(redis_url, policy, timeout_ms=5_000) as limiter:
+        r.execute_command("CLIENT", "PAUSE", 500, "ALL")
+        results = await asyncio.gather(
+            *(limiter.acquire("t") for _ in range(CALLERS)), return_exceptions=True
+        )
+    decided = [d for d in results if isinstance(d, slidelimit.Decision)]
+    assert len(decided) == CALLERS, [e for e in results if e not in decided][:3]
+    assert sorted(d.remaining for d in decided) == list(range(1000 - CALLERS, 1000))
