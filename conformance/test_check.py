@@ -449,6 +449,19 @@ class DriverHarnessTest(unittest.TestCase):
         self.assertEqual(bad.returncode, 1)
         self.assertRegex(bad.stdout, r"log/basic\s+DIFF\s+DIFF")
         self.assertIn("2 vector", bad.stdout)
+        # A directory is every vector file under it, in subdirectories too.
+        nested = os.path.join(self.tmp.name, "suite", "more")
+        os.makedirs(nested)
+        os.rename(self.path, os.path.join(nested, "vectors.json"))
+        suite = subprocess.run(
+            [os.path.join(HERE, "all"), os.path.dirname(nested), "fake:memory"],
+            env=dict(os.environ, FAKE_MODE="good"),
+            capture_output=True,
+            text=True,
+        )
+        self.assertEqual(suite.returncode, 0, suite.stderr)
+        self.assertIn("1 file(s)", suite.stdout)
+        self.assertIn("2 passed, 0 failed", suite.stdout)
         unknown = subprocess.run(
             [os.path.join(HERE, "all"), self.path, "go"], capture_output=True, text=True
         )
