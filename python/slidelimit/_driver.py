@@ -92,6 +92,10 @@ def error_line(e: slidelimit.Error) -> str:
 OK = '{"ok":true}'
 
 
+# Every whole number up to 2^53 is a double, exactly.
+WHOLE_DOUBLES = 2**53
+
+
 class Fields:
     """A request's fields, read by name with the JSON type the protocol
     gives them; unknown fields are refused so that a typo is no default."""
@@ -146,10 +150,6 @@ class Fields:
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise Protocol(f"{self.op}: {name} must be a non-negative integer")
         return value
-
-
-# Every whole number up to 2^53 is a double, exactly.
-WHOLE_DOUBLES = 2**53
 
 
 def wall_ms() -> int:

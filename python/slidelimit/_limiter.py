@@ -233,7 +233,9 @@ class Limiter:
         deny_cache: DenyCacheOption = True,
     ) -> Limiter:
         """A limiter on its own `redis.Redis` for `url` (redis://, rediss://,
-        user and password allowed), every call bounded by `timeout_ms`."""
+        user and password allowed), every call bounded by `timeout_ms`; a
+        call past the pool's 100 connections in flight first waits up to
+        `timeout_ms` for a free one (docs/python.md, "Many threads")."""
         options = _client_options(timeout_ms, tls_ca_file)
         pool = redis.BlockingConnectionPool.from_url(url, **_pool_options(timeout_ms), **options)
         client = redis.Redis(connection_pool=pool)
