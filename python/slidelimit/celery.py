@@ -33,6 +33,7 @@ from __future__ import annotations
 import datetime
 import functools
 import random
+import threading
 from typing import Any, Callable, NoReturn, TypeVar, Union
 
 from celery import Task
@@ -119,12 +120,16 @@ def rate_limited(
             f"tenant: must be a str or a function, got {type(tenant).__name__}", "tenant"
         )
     made: list[Limiter] = []
+    # A thread pool's first tasks arrive together: one limiter (one client,
+    # one deny cache) per process, not one per racing thread.
+    making = threading.Lock()
 
     def get_limiter() -> Limiter:
         if isinstance(limiter, Limiter):
             return limiter
-        if not made:
-            made.append(limiter())
+        with making:
+            if not made:
+                made.append(limiter())
         return made[0]
 
     def decorate(fn: F) -> F:

@@ -180,6 +180,31 @@ def test_unavailable_redis_runs_or_fails_as_told() -> None:
         fail_closed.apply().get()
 
 
+def test_a_thread_pool_makes_one_limiter_per_process() -> None:
+    app = eager_app()
+    policy = Policy("rl", "threads", Algorithm.SLIDING_LOG, limit=100, window_ms=60_000)
+    made: list[Limiter] = []
+
+    def factory() -> Limiter:
+        time.sleep(0.05)  # as a first connect takes a while, so the threads meet here
+        made.append(Limiter.memory(policy))
+        return made[-1]
+
+    @app.task(bind=True)
+    @rate_limited(factory, tenant="t")
+    def job(self: Any) -> int:
+        return 1
+
+    threads = [threading.Thread(target=lambda: job.apply().get()) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1
+    # Every run counted on the one limiter: 20, and the peek's own cost of 1.
+    assert made[0].peek("t").remaining == 100 - 20 - 1
+
+
 def test_options_are_checked() -> None:
     limiter = Limiter.memory(Policy("rl", "x", Algorithm.SLIDING_LOG, limit=1, window_ms=1))
     for bad in (
