@@ -45,7 +45,9 @@ app.conf.update(
 
 registry = prometheus_client.CollectorRegistry()
 metrics = PrometheusMetrics(registry, tenant_label=True)
-records = redis.Redis.from_url(REDIS_URL)
+# Shared by every worker thread: a waiting pool, as Limiter.from_url's, so
+# that more threads than redis-py 8's 100 connections wait, not fail.
+records = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(REDIS_URL))
 
 
 def limiter(algorithm: Algorithm) -> Limiter:
