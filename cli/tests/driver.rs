@@ -44,6 +44,16 @@ impl Driver {
         self.send(request.as_bytes())
     }
 
+    /// Asks, and checks that the reply is `invalid_argument` on `field`
+    /// with a message starting `<field>: <says>`; returns the reply.
+    fn refused(&mut self, request: &str, field: &str, says: &str) -> String {
+        let reply = self.ask(request);
+        let head =
+            format!(r#"{{"error":"invalid_argument","field":"{field}","message":"{field}: {says}"#);
+        assert!(reply.starts_with(&head), "{request}: {reply}");
+        reply
+    }
+
     /// Ends the session with `exit`: answered, then exit status 0 and nothing more.
     fn exit(mut self) {
         assert_eq!(self.ask(r#"{"op":"exit"}"#), r#"{"ok":true}"#);
@@ -76,10 +86,10 @@ fn a_session_on_the_memory_engine() {
         d.ask(r#"{"op":"peek","tenant":"t-1","now_ms":1200,"cost":2}"#),
         r#"{"allowed":false,"remaining":1,"retry_after_ms":800,"reset_after_ms":800,"now_ms":1200}"#
     );
-    let err = d.ask(r#"{"op":"acquire_at","tenant":"t-1","now_ms":1000,"cost":5}"#);
-    assert!(
-        err.starts_with(r#"{"error":"invalid_argument","field":"cost","message":"cost: "#),
-        "{err}"
+    d.refused(
+        r#"{"op":"acquire_at","tenant":"t-1","now_ms":1000,"cost":5}"#,
+        "cost",
+        "",
     );
     assert_eq!(d.ask(r#"{"op":"reset","tenant":"t-1"}"#), r#"{"ok":true}"#);
     assert!(d
@@ -124,13 +134,7 @@ fn a_refused_policy_answers_every_later_call() {
     // In a list of several limits it is named by its place, as core names
     // every field of a limit.
     let limits = r#"{"op":"policy","namespace":"NS","resource":"geocode","limits":[{"algorithm":"sliding_log","limit":2,"window_ms":1000},{"algorithm":"fixed","limit":3,"window_ms":2000}]}"#;
-    let bad = d.ask(limits);
-    assert!(
-        bad.starts_with(
-            r#"{"error":"invalid_argument","field":"limits[1].algorithm","message":"limits[1].algorithm: "#
-        ),
-        "{bad}"
-    );
+    d.refused(limits, "limits[1].algorithm", "");
     d.exit();
 }
 
@@ -222,20 +226,17 @@ fn a_number_no_u64_holds_is_invalid_argument_on_its_field() {
             "must not be negative, got -5",
         ),
     ] {
-        let reply = d.ask(request);
-        let head =
-            format!(r#"{{"error":"invalid_argument","field":"{field}","message":"{field}: {says}"#);
-        assert!(reply.starts_with(&head), "{request}: {reply}");
+        d.refused(request, field, says);
     }
     // The refused store left the memory store in place; the limiter too.
     let allowed = d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#);
     assert!(allowed.starts_with(r#"{"allowed":true"#), "{allowed}");
 
     // In a policy the refusal is the policy's: every later call answers it.
-    let refused = d.ask(&POLICY.replace(r#""limit":2"#, r#""limit":-2"#));
-    assert!(
-        refused.starts_with(r#"{"error":"invalid_argument","field":"limit","message":"limit: must not be negative, got -2"#),
-        "{refused}"
+    let refused = d.refused(
+        &POLICY.replace(r#""limit":2"#, r#""limit":-2"#),
+        "limit",
+        "must not be negative, got -2",
     );
     assert_eq!(
         d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#),
@@ -243,11 +244,7 @@ fn a_number_no_u64_holds_is_invalid_argument_on_its_field() {
     );
     assert_eq!(d.ask(r#"{"op":"key","tenant":"t"}"#), refused);
     let limits = r#"{"op":"policy","namespace":"NS","resource":"geocode","limits":[{"algorithm":"sliding_log","limit":2,"window_ms":1000},{"algorithm":"sliding_log","limit":3,"window_ms":2.5}]}"#;
-    let bad = d.ask(limits);
-    assert!(
-        bad.starts_with(r#"{"error":"invalid_argument","field":"limits[1].window_ms","message":"limits[1].window_ms: must be an integer, got 2.5"#),
-        "{bad}"
-    );
+    d.refused(limits, "limits[1].window_ms", "must be an integer, got 2.5");
     d.exit();
 }
 
@@ -285,11 +282,7 @@ fn null_is_absent_and_a_field_without_default_is_required() {
             "limits[1].window_ms",
         ),
     ] {
-        let reply = d.ask(request);
-        let head = format!(
-            r#"{{"error":"invalid_argument","field":"{field}","message":"{field}: is required"#
-        );
-        assert!(reply.starts_with(&head), "{request}: {reply}");
+        let reply = d.refused(request, field, "is required");
         assert_eq!(
             d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#),
             reply
@@ -314,9 +307,7 @@ fn a_tenant_left_out_or_not_utf8_is_invalid_argument() {
         r#"{"op":"reset"}"#,
         r#"{"op":"key"}"#,
     ] {
-        let reply = d.ask(request);
-        let head = r#"{"error":"invalid_argument","field":"tenant","message":"tenant: is required"#;
-        assert!(reply.starts_with(head), "{request}: {reply}");
+        d.refused(request, "tenant", "is required");
     }
     for request in [
         r#"{"op":"acquire_at","tenant":"a\ud800b","now_ms":1}"#,
@@ -324,9 +315,11 @@ fn a_tenant_left_out_or_not_utf8_is_invalid_argument() {
         r#"{"op":"reset","tenant":"\ude80\ud83d"}"#,
         r#"{"op":"key","tenant":"t\uDBFF"}"#,
     ] {
-        let reply = d.ask(request);
-        let head = r#"{"error":"invalid_argument","field":"tenant","message":"tenant: is not valid UTF-8: it holds a lone surrogate"#;
-        assert!(reply.starts_with(head), "{request}: {reply}");
+        d.refused(
+            request,
+            "tenant",
+            "is not valid UTF-8: it holds a lone surrogate",
+        );
     }
     // A pair is one character, and an escaped backslash no escape.
     assert_eq!(
@@ -345,10 +338,11 @@ fn a_tenant_left_out_or_not_utf8_is_invalid_argument() {
         "{unreadable}"
     );
 
-    let refused = d.ask(r#"{"op":"policy","resource":"geo\ud800","limit":2,"window_ms":1000}"#);
-    let head =
-        r#"{"error":"invalid_argument","field":"resource","message":"resource: is not valid UTF-8"#;
-    assert!(refused.starts_with(head), "{refused}");
+    let refused = d.refused(
+        r#"{"op":"policy","resource":"geo\ud800","limit":2,"window_ms":1000}"#,
+        "resource",
+        "is not valid UTF-8",
+    );
     assert_eq!(
         d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1}"#),
         refused
@@ -374,20 +368,16 @@ fn a_whole_number_in_any_json_form_is_that_integer() {
         d.ask(r#"{"op":"peek","tenant":"t","now_ms":5e2,"cost":-0.0}"#),
         d.ask(r#"{"op":"peek","tenant":"t","now_ms":500,"cost":0}"#)
     );
-    for (request, message) in [
-        (
-            r#"{"op":"acquire_at","tenant":"t","now_ms":1e16}"#,
-            "now_ms: must be written in digits above 2^53, got 1e+16",
-        ),
-        (
-            r#"{"op":"acquire_at","tenant":"t","now_ms":-1.0}"#,
-            "now_ms: must not be negative, got -1.0",
-        ),
-    ] {
-        let reply = d.ask(request);
-        let head = format!(r#"{{"error":"invalid_argument","field":"now_ms","message":"{message}"#);
-        assert!(reply.starts_with(&head), "{request}: {reply}");
-    }
+    d.refused(
+        r#"{"op":"acquire_at","tenant":"t","now_ms":1e16}"#,
+        "now_ms",
+        "must be written in digits above 2^53, got 1e+16",
+    );
+    d.refused(
+        r#"{"op":"acquire_at","tenant":"t","now_ms":-1.0}"#,
+        "now_ms",
+        "must not be negative, got -1.0",
+    );
     d.exit();
 }
 

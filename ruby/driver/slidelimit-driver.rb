@@ -354,7 +354,7 @@ module SlidelimitDriver
 
   # A JSON escape (\u...) of a surrogate pair, of a lone surrogate, or of
   # anything else (consumed whole, so that an escaped backslash is no escape).
-  JSON_ESCAPE = /\\u(d[89ab]\h{2})\\u(d[c-f]\h{2})|\\u(d[89a-f]\h{2})|\\./i
+  JSON_ESCAPE = /\\ud[89ab]\h{2}\\ud[c-f]\h{2}|\\u(d[89a-f]\h{2})|\\./i
 
   # A lone surrogate (JSON's \ud800; docs/driver.md, "Framing") as the three
   # bytes a Ruby String holds for it, not valid UTF-8, as a user's string
@@ -365,7 +365,7 @@ module SlidelimitDriver
     return line unless line.match?(/\\u[dD][89a-fA-F]/)
 
     line.gsub(JSON_ESCAPE) do |escape|
-      lone = Regexp.last_match(3)
+      lone = Regexp.last_match(1)
       next escape unless lone
 
       code = lone.to_i(16)

@@ -180,7 +180,7 @@ func parseRequest(line []byte) (*request, error) {
 // bytes that stand for it, not valid UTF-8, as a user's string could. The
 // binding then refuses them.
 func keepLoneSurrogates(line []byte, fields map[string]any) error {
-	if !bytes.Contains(bytes.ToLower(line), []byte(`\ud`)) {
+	if !bytes.Contains(line, []byte(`\ud`)) && !bytes.Contains(line, []byte(`\uD`)) {
 		return nil
 	}
 	var raws map[string]json.RawMessage
