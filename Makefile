@@ -7,6 +7,9 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 CARGO ?= cargo
+# A build from scratch gains nothing from incremental state, and it is half a
+# GB of disk (CARGO_INCREMENTAL=1 make ... keeps it for an edit-test loop).
+export CARGO_INCREMENTAL ?= 0
 VECTORS ?= conformance/vectors
 # A make variable handed to the shell as one word, whatever it holds (a
 # VECTORS path with spaces or quotes).

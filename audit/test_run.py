@@ -221,6 +221,26 @@ class Drivers(unittest.TestCase):
         self.assertIn("largest rolling count 2 of limit 1", counter)
         self.assertNotIn("FAIL", counter)
 
+    def test_a_passing_run_keeps_its_checks_but_not_its_decision_logs(self):
+        def logs(run_dir):
+            d = os.path.join(self.tmp.name, "out", run_dir)
+            return sorted(n for n in os.listdir(d) if n != "check.txt" and not n.endswith(".err"))
+
+        alpha = ("--drivers", "alpha", "--limit", "1", "--windows", "1")
+        # The bucketed run over-admits (2 per window at limit 1), the log's does not.
+        env = {"FAKE_ADMITS": "1", "FAKE_ADMITS_alpha_bucketed_window": "2"}
+        proc = self.audit("--runs", "log+bucketed:uniform", *alpha, env=env)
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertEqual(logs("standalone-log-uniform"), [])
+        self.assertEqual(logs("standalone-bucketed-uniform"), ["alpha.jsonl"])
+        with open(os.path.join(self.tmp.name, "out", "standalone-log-uniform", "check.txt")) as f:
+            self.assertIn("largest rolling count 1 of limit 1", f.read())
+
+        proc = self.audit("--runs", "log:uniform", *alpha, "--keep-logs")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual(logs("standalone-log-uniform"), ["alpha.jsonl"])
+        self.assertIn("all runs passed (logs in", proc.stdout)
+
     def test_a_language_without_a_permit_in_one_run_is_judged_over_all_runs(self):
         # 100 permits per run at limit 100, two drivers: enough to go round.
         # beta gets none in the bucketed run but 50 in the log's: a note.
