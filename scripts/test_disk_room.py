@@ -12,9 +12,7 @@ TOO_MUCH_MB = str(1 << 40)
 
 
 def disk_room(cwd: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=30
-    )
+    return subprocess.run([SCRIPT, *args], cwd=cwd, capture_output=True, text=True, timeout=30)
 
 
 class DiskRoom(unittest.TestCase):
