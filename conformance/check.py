@@ -82,7 +82,7 @@ def load(path):
     """Reads a vector file and returns its expected log, one Expected per line."""
     try:
         with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
+            doc = json.load(f, parse_float=drivers.json_number)
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise VectorFileError(f"{path}: {e}") from None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
@@ -380,7 +380,7 @@ class _Session:
 def vectors_of(path):
     """The vectors of a file (checked by load first), as parsed."""
     with open(path, encoding="utf-8") as f:
-        return json.load(f)["vectors"]
+        return json.load(f, parse_float=drivers.json_number)["vectors"]
 
 
 def run_column(column, path, expected, capture_stderr=False):

@@ -403,6 +403,27 @@ class DriverHarnessTest(unittest.TestCase):
         steps = [r for r in self.sent() if r["op"] == "acquire_at"]
         self.assertEqual(steps[0]["now_ms"], 1000.0)
 
+    def test_a_number_past_the_doubles_range_goes_as_written(self):
+        doc = json.loads(json.dumps(VECTORS))
+        self.assertEqual(doc["vectors"][1]["steps"][1]["cost"], 4)  # refused on cost
+        doc["vectors"][1]["steps"][1]["cost"] = 7.25
+        with open(self.path, "w") as f:
+            f.write(json.dumps(doc).replace("7.25", "1e400"))
+        status, run = self.run_column("fake")
+        self.assertEqual(status["log/basic"], "pass", run.report.messages())
+        with open(self.requests, encoding="utf-8") as f:
+            steps = [line for line in f if '"acquire_at"' in line]
+        self.assertIn(',"cost":1e400}', steps[1])
+        # Nested, negative, beside a lone surrogate, and a string that reads
+        # "Infinity": only numbers change.
+        value = json.loads(
+            '{"l":[{"w":-2E999}],"t":"Infinity\\ud800","n":1.5}', parse_float=drivers.json_number
+        )
+        self.assertEqual(
+            drivers.wire_json(value), '{"l":[{"w":-2E999}],"t":"Infinity\\ud800","n":1.5}'
+        )
+        self.assertEqual(drivers.wire_json({"x": float("-inf")}), '{"x":-1e400}')
+
     def test_a_refused_policy_is_logged_for_every_step_without_a_reset(self):
         doc = json.loads(json.dumps(VECTORS))
         doc["vectors"][1]["policy"]["limit"] = 0

@@ -28,6 +28,7 @@ from faults.lib import (
     now_ms,
     wait_for_window,
 )
+from harness.drivers import BeyondDouble
 from harness.resp import Redis, ReplyError
 from harness.servers import (
     NO_REWRITE,
@@ -1022,6 +1023,9 @@ BAD_POLICIES: list[tuple[dict[str, Any], str]] = [
     ({"window_ms": -1000}, "window_ms"),
     ({"limit": 2.5}, "limit"),
     ({"algorithm": "bucketed_window", "buckets": -10}, "buckets"),
+    # Past the doubles' range: JSON's grammar has it, no double holds it.
+    ({"limit": BeyondDouble("1e400")}, "limit"),
+    ({"window_ms": BeyondDouble("-1e999")}, "window_ms"),
     ({"limit": None}, "limit"),
     ({"window_ms": None}, "window_ms"),
     ({"resource": None}, "resource"),
@@ -1062,7 +1066,7 @@ def _bad_calls(limit):
             calls.append(
                 ({**op} if tenant is ABSENT else {**op, "tenant": tenant}, "tenant", message)
             )
-    for cost in (0, limit + 1, 1 << 53, -1, 1.5):
+    for cost in (0, limit + 1, 1 << 53, -1, 1.5, BeyondDouble("1e400")):
         for op in (
             {"op": "acquire"},
             {"op": "acquire_at", "now_ms": T},
@@ -1070,7 +1074,7 @@ def _bad_calls(limit):
             {"op": "peek", "now_ms": T},
         ):
             calls.append(({**op, "tenant": "t", "cost": cost}, "cost", "cost: "))
-    for now in ((1 << 52) + 1, 1 << 53, -1, 2.5):
+    for now in ((1 << 52) + 1, 1 << 53, -1, 2.5, BeyondDouble("-1e400")):
         for op in ({"op": "acquire_at"}, {"op": "peek"}):
             calls.append(({**op, "tenant": "t", "now_ms": now}, "now_ms", "now_ms: "))
     return calls

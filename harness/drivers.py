@@ -11,7 +11,9 @@ decision logs.
 import contextlib
 import io
 import json
+import math
 import os
+import secrets
 import subprocess
 import sys
 import threading
@@ -34,16 +36,60 @@ def escape_unencodable_output() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+class BeyondDouble(float):
+    """A JSON number past the doubles' range (`1e400`): JSON's grammar has it,
+    Python reads it as an infinity, for which JSON has no text. It keeps the
+    text it was written as, and wire_json sends that."""
+
+    text: str
+
+    def __new__(cls, text: str) -> "BeyondDouble":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def json_number(text: str) -> float:
+    """json.load's parse_float for vector files: a fraction or exponent form
+    as Python reads it, but one past the doubles' range as BeyondDouble."""
+    value = float(text)
+    return BeyondDouble(text) if math.isinf(value) else value
+
+
+# Stands in for a BeyondDouble while json.dumps writes the rest of a line.
+_BEYOND_MARK = f"\x00beyond-double-{secrets.token_hex(8)}-"
+
+
+def _mark_beyond_doubles(value, texts: dict[str, str]):
+    if isinstance(value, float) and math.isinf(value):
+        mark = f"{_BEYOND_MARK}{len(texts)}"
+        texts[json.dumps(mark)] = getattr(value, "text", "1e400" if value > 0 else "-1e400")
+        return mark
+    if isinstance(value, dict):
+        return {k: _mark_beyond_doubles(v, texts) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mark_beyond_doubles(v, texts) for v in value]
+    return value
+
+
 def wire_json(value) -> str:
     """One compact JSON line, UTF-8 as it is; a string holding a lone
     surrogate (a vector may: JSON's \\ud800 can carry one, UTF-8 cannot) goes
     with every non-ASCII character escaped, the only form a UTF-8 line has
-    for it (docs/driver.md, "Framing")."""
+    for it (docs/driver.md, "Framing"). A number past the doubles' range
+    goes as it was written (BeyondDouble), not as json.dumps's `Infinity`,
+    which is no JSON."""
     line = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    texts: dict[str, str] = {}
+    if "Infinity" in line:
+        value = _mark_beyond_doubles(value, texts)
+        line = json.dumps(value, ensure_ascii=False, separators=(",", ":"))
     try:
         line.encode("utf-8")
     except UnicodeEncodeError:
-        return json.dumps(value, separators=(",", ":"))
+        line = json.dumps(value, separators=(",", ":"))
+    for mark, text in texts.items():
+        line = line.replace(mark, text)
     return line
 
 

@@ -350,6 +350,56 @@ fn a_tenant_left_out_or_not_utf8_is_invalid_argument() {
     d.exit();
 }
 
+/// JSON's grammar has numbers past the doubles' range, which serde_json
+/// refuses with the whole line: the driver answers as the other drivers do,
+/// for the field, wherever the number sits.
+#[test]
+fn a_number_past_the_doubles_range_is_invalid_argument_on_its_field() {
+    let mut d = Driver::start();
+    d.ask(r#"{"op":"store","kind":"memory"}"#);
+    d.ask(POLICY);
+    d.refused(
+        r#"{"op":"acquire_at","tenant":"t","now_ms":1e400}"#,
+        "now_ms",
+        "must be at most 2^64 - 1, got 1e400",
+    );
+    d.refused(
+        r#"{"op":"peek","tenant":"t","now_ms":1,"cost":-2E999}"#,
+        "cost",
+        "must not be negative, got -2E999",
+    );
+    // With a lone surrogate in the same line: each field as on its own.
+    d.refused(
+        r#"{"op":"acquire_at","tenant":"a\ud800","now_ms":1}"#,
+        "tenant",
+        "is not valid UTF-8",
+    );
+    d.refused(
+        r#"{"op":"policy","namespace":"NS","resource":"r","limit":1e400,"window_ms":1000}"#,
+        "limit",
+        "must be at most 2^64 - 1",
+    );
+    d.refused(
+        r#"{"op":"policy","namespace":"NS","resource":"r","limits":[{"limit":2,"window_ms":1000},{"limit":3,"window_ms":1e999}]}"#,
+        "limits[1].window_ms",
+        "must be at most 2^64 - 1, got 1e999",
+    );
+    // Only the field that holds it: limits[0].window_ms is fine.
+    let second = d.refused(
+        r#"{"op":"policy","namespace":"NS","resource":"r","limits":[{"limit":2,"window_ms":1000},{"limit":1e400,"window_ms":1000}]}"#,
+        "limits[1].limit",
+        "must be at most",
+    );
+    assert!(!second.contains("limits[0]"), "{second}");
+    // Still bad JSON: a number past the range in a field the op does not
+    // know, or a line that ends early.
+    let unknown = d.ask(r#"{"op":"key","tenant":"t","x":[1e400]}"#);
+    assert!(unknown.starts_with(r#"{"error":"protocol","#), "{unknown}");
+    let cut = d.ask(r#"{"op":"acquire_at","tenant":"t","now_ms":1e400"#);
+    assert!(cut.starts_with(r#"{"error":"protocol","#), "{cut}");
+    d.exit();
+}
+
 /// A JSON number is a double: a whole one up to 2^53 in any form (`2.0`,
 /// `1e3`, `-0`) is that integer, as in every other driver (docs/driver.md).
 #[test]

@@ -102,21 +102,44 @@ fn beyond_u64(n: &serde_json::Number) -> String {
     format!("{problem}, got {n} (the Rust API takes u64)")
 }
 
+/// Why a number past the doubles' range is no u64.
+fn beyond_doubles(text: &str) -> String {
+    let problem = if text.starts_with('-') {
+        "must not be negative"
+    } else {
+        "must be at most 2^64 - 1"
+    };
+    format!("{problem}, got {text} (the Rust API takes u64)")
+}
+
+/// The values of a request that JSON carries and `serde_json::Value` cannot
+/// hold (see `parse_request`), by path (`tenant`, `limits[1].limit`); each is
+/// kept in the request as its JSON text.
+#[derive(Default)]
+struct Unreadable {
+    /// Strings holding a lone surrogate.
+    lone_surrogates: Vec<String>,
+    /// Numbers past the doubles' range (`1e400`), which JSON's grammar allows.
+    beyond_doubles: Vec<String>,
+}
+
 /// The fields of one request, read by name with the JSON type the protocol
 /// gives them; a field the op does not know is refused, so that a misspelt
 /// field is no silent default.
 struct Fields<'a> {
     op: &'a str,
     map: &'a Map<String, Value>,
-    /// The string fields that held a lone surrogate (see `parse_request`).
-    lone_surrogates: &'a [String],
+    unreadable: &'a Unreadable,
+    /// Where `map` sits in the request: "" or `limits[i].`.
+    path: String,
 }
 
 impl<'a> Fields<'a> {
     fn new(
         op: &'a str,
         map: &'a Map<String, Value>,
-        lone_surrogates: &'a [String],
+        unreadable: &'a Unreadable,
+        path: String,
         known: &[&str],
     ) -> Result<Self, Protocol> {
         if let Some(unknown) = map
@@ -128,8 +151,15 @@ impl<'a> Fields<'a> {
         Ok(Fields {
             op,
             map,
-            lone_surrogates,
+            unreadable,
+            path,
         })
+    }
+
+    fn is_in(&self, paths: &[String], name: &str) -> bool {
+        paths
+            .iter()
+            .any(|p| p.strip_prefix(self.path.as_str()) == Some(name))
     }
 
     /// A field's value; JSON `null` is the same as leaving the field out
@@ -162,7 +192,7 @@ impl<'a> Fields<'a> {
     /// never reaches it: no `&str` can hold one, so the type refuses it, as
     /// it refuses it for the binding's users (docs/driver.md).
     fn binding_str(&self, name: &'static str) -> Result<Option<&'a str>, Reply> {
-        if self.lone_surrogates.iter().any(|n| n == name) {
+        if self.is_in(&self.unreadable.lone_surrogates, name) {
             return Err(Error::invalid(name, LONE_SURROGATE).into());
         }
         Ok(self.opt_str(name)?)
@@ -197,6 +227,10 @@ impl<'a> Fields<'a> {
     /// (docs/driver.md), as the bindings of dynamic languages report the same
     /// value; a value of another JSON type is a protocol error.
     fn opt_arg(&self, name: &'static str) -> Result<Option<u64>, Reply> {
+        if self.is_in(&self.unreadable.beyond_doubles, name) {
+            let text = self.get(name).and_then(Value::as_str).unwrap_or_default();
+            return Err(Error::invalid(name, beyond_doubles(text)).into());
+        }
         match self.get(name) {
             None => Ok(None),
             Some(Value::Number(n)) => match n.as_u64().or_else(|| whole_double(n)) {
@@ -239,7 +273,8 @@ impl<'a> Fields<'a> {
             let Value::Object(map) = entry else {
                 return Err(self.wrong("limits", "a list of objects").into());
             };
-            let f = Fields::new("policy limits[]", map, &[], &LIMIT_FIELDS)?;
+            let path = format!("{}limits[{i}].", self.path);
+            let f = Fields::new("policy limits[]", map, self.unreadable, path, &LIMIT_FIELDS)?;
             // A refused value is named as core names a field of this limit.
             limits.push(LimitFields::read(&f).map_err(|r| match r {
                 Reply::Binding(e) => Reply::Binding(e.for_limit(i, list.len())),
@@ -675,47 +710,74 @@ fn known_fields(op: &str) -> Option<&'static [&'static str]> {
     })
 }
 
-/// One request line. A string holding a lone surrogate (JSON's `\ud800`;
-/// docs/driver.md, "Framing") makes serde_json refuse the whole line; the
-/// fields are then read one by one. A string field that a raw read accepts
-/// (it checks every escape and control byte) and a `Value` refuses holds
-/// one: it is named in the list, and kept in the map as its JSON text, so
-/// that the op refuses it as its field.
-fn parse_request(line: &str) -> Result<(Value, Vec<String>), Protocol> {
+/// One request line. serde_json refuses a whole line for one value its
+/// `Value` cannot hold: a string with a lone surrogate (JSON's `\ud800`;
+/// docs/driver.md, "Framing") or a number past the doubles' range (`1e400`).
+/// The line is then read value by value (`read_raw`), so that the op
+/// refuses that value as its field, as the other drivers do.
+fn parse_request(line: &str) -> Result<(Value, Unreadable), Protocol> {
     let refused = match serde_json::from_str(line) {
-        Ok(v) => return Ok((v, Vec::new())),
+        Ok(v) => return Ok((v, Unreadable::default())),
         Err(e) => Protocol(format!("bad JSON: {e}")),
     };
-    let raws: Vec<(String, Box<RawValue>)> =
-        match serde_json::from_str::<std::collections::BTreeMap<_, _>>(line) {
-            Ok(raws) => raws.into_iter().collect(),
-            Err(_) => return Err(refused),
-        };
-    let mut map = Map::new();
-    let mut lone_surrogates = Vec::new();
-    for (name, raw) in raws {
-        let value = match serde_json::from_str(raw.get()) {
-            Ok(value) => value,
-            Err(_) => match raw
-                .get()
-                .strip_prefix('"')
-                .and_then(|s| s.strip_suffix('"'))
-            {
-                Some(text) => {
-                    lone_surrogates.push(name.clone());
-                    Value::String(text.to_owned())
-                }
-                None => return Err(refused),
-            },
-        };
-        map.insert(name, value);
+    let mut unreadable = Unreadable::default();
+    match serde_json::from_str::<&RawValue>(line) {
+        Ok(raw) => match read_raw(raw, String::new(), &mut unreadable) {
+            Some(value) => Ok((value, unreadable)),
+            None => Err(refused),
+        },
+        Err(_) => Err(refused),
     }
-    Ok((Value::Object(map), lone_surrogates))
+}
+
+/// One value of a line serde_json refused; None when it is bad JSON after
+/// all. A raw read checks the grammar, every escape and control byte, but
+/// computes no number: so a string it accepts and a `Value` refuses holds a
+/// lone surrogate, and such a number is past the doubles' range. Either is
+/// kept as its JSON text, named by its path in `unreadable`.
+fn read_raw(raw: &RawValue, path: String, unreadable: &mut Unreadable) -> Option<Value> {
+    if let Ok(value) = serde_json::from_str(raw.get()) {
+        return Some(value);
+    }
+    let text = raw.get();
+    match text.as_bytes().first() {
+        Some(b'{') => {
+            let fields: std::collections::BTreeMap<String, &RawValue> =
+                serde_json::from_str(text).ok()?;
+            let mut map = Map::new();
+            for (name, value) in fields {
+                let inner = match path.as_str() {
+                    "" => name.clone(),
+                    _ => format!("{path}.{name}"),
+                };
+                map.insert(name, read_raw(value, inner, unreadable)?);
+            }
+            Some(Value::Object(map))
+        }
+        Some(b'[') => {
+            let items: Vec<&RawValue> = serde_json::from_str(text).ok()?;
+            let list = items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| read_raw(item, format!("{path}[{i}]"), unreadable))
+                .collect::<Option<Vec<_>>>()?;
+            Some(Value::Array(list))
+        }
+        Some(b'"') => {
+            unreadable.lone_surrogates.push(path);
+            Some(Value::String(text[1..text.len() - 1].to_owned()))
+        }
+        Some(b'-' | b'0'..=b'9') => {
+            unreadable.beyond_doubles.push(path);
+            Some(Value::String(text.to_owned()))
+        }
+        _ => None,
+    }
 }
 
 /// Answers one request line; false after `exit`.
 fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) -> (String, bool) {
-    let (request, lone_surrogates) = match parse_request(line) {
+    let (request, unreadable) = match parse_request(line) {
         Ok(parsed) => parsed,
         Err(p) => return (protocol_line(&p), true),
     };
@@ -733,7 +795,7 @@ fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) ->
     let Some(known) = known_fields(op) else {
         return (protocol_line(&Protocol(format!("unknown op {op:?}"))), true);
     };
-    let result = Fields::new(op, map, &lone_surrogates, known)
+    let result = Fields::new(op, map, &unreadable, String::new(), known)
         .map_err(Reply::from)
         .and_then(|f| {
             runtime.block_on(async {
