@@ -28,7 +28,7 @@ from faults.lib import (
     now_ms,
     wait_for_window,
 )
-from harness.drivers import BeyondDouble
+from harness.drivers import BeyondDouble, DriverError, wire_json
 from harness.resp import Redis, ReplyError
 from harness.servers import (
     NO_REWRITE,
@@ -1226,6 +1226,94 @@ class _TempDir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
+# ---------------------------------------------------------- FRAMING
+
+
+def _protocol_reply(ctx, session, line, what):
+    """Sends one raw line; its reply must be a protocol error with a message."""
+    try:
+        raw = session.driver.send_line(line, what)
+        reply = json.loads(raw)
+    except (DriverError, ValueError) as e:
+        ctx.fail(f"{what}: {line[:120]} -> {e}{session.driver_stderr()}")
+    ctx.check(
+        isinstance(reply, dict)
+        and reply.get("error") == "protocol"
+        and isinstance(reply.get("message"), str)
+        and reply["message"] != "",
+        f"{what}: {line[:120]} -> {raw[:200]}, want a protocol error with a message",
+    )
+
+
+def framing(ctx):
+    """docs/driver.md, "Framing": a request the driver cannot read (no JSON,
+    no object, no or an unknown op, a field the op does not know, a field of
+    another JSON type) is a protocol error, changes nothing, and the driver
+    carries on. A misspelt field is never left at its default."""
+    d = ctx.driver()
+    good = _policy("framing", "sliding_log", 3, 1000)
+    store = {"kind": "memory"}
+    d.limiter(store, good)
+    lines = ["{", "not json", '{"op":"acquire_at"', "[1,2]", '"acquire"', "5", "null"]
+    lines += ["{}", '{"op":5}', '{"op":null}', '{"op":"fly"}', '{"op":"ACQUIRE"}']
+    for line in lines:
+        _protocol_reply(ctx, d, line, "unreadable")
+    # Each op as it would pass, plus one field it does not know.
+    policies = [
+        {"op": "policy", **good, "limt": 3},
+        {"op": "policy", **good, "deny_cache": False, "namespce": "x"},
+        {
+            "op": "policy",
+            "namespace": "framing",
+            "resource": "geocode",
+            "limits": [
+                {"limit": 3, "window_ms": 1000},
+                {"limit": 9, "window_ms": 9000, "bucket": 9},
+            ],
+        },
+    ]
+    calls = [
+        {"op": "hello", "verbose": True},
+        {"op": "store", **store, "timeout": 5},
+        *policies,
+        {"op": "acquire", "tenant": "t", "cost": 1, "now": T},
+        {"op": "acquire_at", "tenant": "t", "now_ms": T, "cots": 2},
+        {"op": "peek", "tenant": "t", "now_ms": T, "dry_run": True},
+        {"op": "reset", "tenant": "t", "all": True},
+        {"op": "key", "tenant": "t", "algorithm": "sliding_log"},
+    ]
+    for request in calls:
+        _protocol_reply(
+            ctx, d, wire_json(request), f"{request['op']} with a field it does not know"
+        )
+    # Changed nothing: the policy set before still decides, and nothing was recorded.
+    expect_decision(
+        ctx,
+        d.req(op="acquire_at", tenant="t", now_ms=T),
+        "after the refused requests",
+        allowed=True,
+        remaining=2,
+    )
+    # Fields of another JSON type than the protocol gives them.
+    for request in (
+        {"op": "acquire_at", "tenant": "t", "now_ms": str(T)},
+        {"op": "acquire_at", "tenant": "t", "now_ms": T, "cost": "2"},
+        {"op": "acquire_at", "tenant": 5, "now_ms": T},
+        {"op": "key", "tenant": ["t"]},
+        {"op": "policy", **good, "limit": "3"},
+        {"op": "policy", **good, "limits": {"limit": 3}},
+        {"op": "store", "kind": 1},
+    ):
+        _protocol_reply(ctx, d, wire_json(request), f"{request['op']} with a field of another type")
+    expect_decision(
+        ctx,
+        d.req(op="acquire_at", tenant="t", now_ms=T, cost=2),
+        "after the fields of another type",
+        allowed=True,
+        remaining=0,
+    )
+
+
 SCENARIOS = {
     "script_flush": script_flush,
     "restart_mid_run": restart_mid_run,
@@ -1241,4 +1329,5 @@ SCENARIOS = {
     "acl": acl,
     "tls": tls,
     "bad_input": bad_input,
+    "framing": framing,
 }

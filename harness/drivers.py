@@ -135,7 +135,11 @@ class Driver:
 
     def request_raw(self, request, timeout_s=120):
         """Sends one request; returns the reply line (without its newline)."""
-        line = wire_json(request)
+        return self.send_line(wire_json(request), request.get("op"), timeout_s)
+
+    def send_line(self, line, op=None, timeout_s=120):
+        """Sends one line as it is (a test of the framing may send one that is
+        no JSON); returns the reply line (without its newline)."""
         try:
             self._proc.stdin.write(line + "\n")
             self._proc.stdin.flush()
@@ -154,12 +158,10 @@ class Driver:
         reader.join(timeout_s)
         if reader.is_alive():
             self.kill()
-            raise DriverError(
-                f"driver {self.name} did not answer {request.get('op')} within {timeout_s} s"
-            )
+            raise DriverError(f"driver {self.name} did not answer {op} within {timeout_s} s")
         if not reply[0]:
             raise DriverError(
-                f"driver {self.name} closed its output on {request.get('op')}; exit status {self._proc.wait()}"
+                f"driver {self.name} closed its output on {op}; exit status {self._proc.wait()}"
             )
         return reply[0].rstrip("\n")
 

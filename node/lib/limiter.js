@@ -44,6 +44,19 @@ function num(field, value) {
 
 // The fields of a policy of one limit; `limits` replaces all of them.
 const SINGLE_FIELDS = ['algorithm', 'limit', 'windowMs', 'buckets'];
+const POLICY_FIELDS = ['namespace', 'resource', ...SINGLE_FIELDS, 'limits'];
+const LIMITER_OPTIONS = ['timeoutMs', 'metrics', 'denyCache'];
+const MEMORY_LIMITER_OPTIONS = ['engine', 'clock', 'metrics'];
+const CHECK_OPTIONS = ['cost', 'nowMs'];
+
+// A misspelt key (`bucket`, `namespce`, `now_ms`) would otherwise leave its
+// field at the default without a word, as the other bindings' keyword
+// arguments and struct fields never do.
+function onlyKnown(object, known, name = (key) => key) {
+  for (const key in object) {
+    if (!known.includes(key)) throw invalid(name(key), `unknown field; known: ${known.join(', ')}`);
+  }
+}
 
 /**
  * Builds core's Policy from `{ namespace, resource, algorithm, limit, windowMs, buckets }`
@@ -51,6 +64,7 @@ const SINGLE_FIELDS = ['algorithm', 'limit', 'windowMs', 'buckets'];
  */
 function createPolicy(spec) {
   if (spec === null || typeof spec !== 'object') throw invalid('policy', 'must be an object');
+  onlyKnown(spec, POLICY_FIELDS);
   if (spec.limits !== undefined) return createLimitsPolicy(spec);
   const {
     namespace = constants.defaults.namespace,
@@ -96,6 +110,7 @@ function createLimitsPolicy(spec) {
   for (let i = 0; readable && i < n; i++) {
     const l = limits[i];
     if (l === null || typeof l !== 'object') throw invalid('limits', `limits[${i}] must be an object`);
+    onlyKnown(l, SINGLE_FIELDS, (key) => `limits[${i}].${key}`);
     const { algorithm = constants.defaults.algorithm, limit, windowMs, buckets: count } = l;
     algorithms[i] = str(named(i, 'algorithm'), algorithm);
     values[i] = num(named(i, 'limit'), limit);
@@ -128,6 +143,7 @@ function describe(policy) {
 function readCost(options) {
   if (options === undefined) return 1;
   if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
+  onlyKnown(options, CHECK_OPTIONS);
   return options.cost === undefined ? 1 : num('cost', options.cost);
 }
 
@@ -314,9 +330,10 @@ function createDenyCache(option) {
 // The deny cache's clock: monotonic, whole milliseconds.
 const monoNow = () => Math.floor(performance.now());
 
-function readLimiterOptions(options) {
+function readLimiterOptions(options, known) {
   if (options === undefined) return {};
   if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
+  onlyKnown(options, known);
   return options;
 }
 
@@ -384,7 +401,7 @@ class Limiter {
     if (checkClientOptions(redis)) this.#parse = parseStringReply;
     this.#redis = redis;
     this.#policy = createPolicy(policy);
-    const opts = readLimiterOptions(options);
+    const opts = readLimiterOptions(options, LIMITER_OPTIONS);
     this.#deadlines = new Deadlines(checkTimeout(opts.timeoutMs));
     this.#metrics = checkMetrics(opts.metrics);
     this.#denyCache = createDenyCache(opts.denyCache);
@@ -579,7 +596,7 @@ class MemoryLimiter {
 
   constructor(policy, options) {
     this.#policy = createPolicy(policy);
-    const opts = readLimiterOptions(options);
+    const opts = readLimiterOptions(options, MEMORY_LIMITER_OPTIONS);
     if (opts.engine !== undefined && !(opts.engine instanceof core.MemoryEngine)) {
       throw invalid('engine', 'must be a MemoryEngine from this package');
     }

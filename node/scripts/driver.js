@@ -115,8 +115,29 @@ function present(fields) {
 }
 
 // One limit of `limits`, each field as in the single form.
+// The fields each op takes (docs/driver.md); any other is refused, so that a
+// misspelt field is no silent default.
+const KNOWN_FIELDS = {
+  hello: [],
+  store: ['kind', 'url', 'urls', 'timeout_ms', 'tls_ca_file'],
+  policy: ['namespace', 'resource', 'algorithm', 'limit', 'window_ms', 'buckets', 'limits', 'deny_cache'],
+  acquire: ['tenant', 'cost'],
+  acquire_at: ['tenant', 'cost', 'now_ms'],
+  peek: ['tenant', 'cost', 'now_ms'],
+  reset: ['tenant'],
+  key: ['tenant'],
+  load: ['lang', 'tenant', 'cost', 'concurrency', 'start_at_ms', 'end_at_ms', 'active', 'ramp_ms', 'jitter_ms', 'skew_ms', 'out'],
+};
+
+function onlyKnown(req, where, known) {
+  for (const name of Object.keys(req)) {
+    if (!known.includes(name)) throw new ProtocolError(`${where}: unknown field ${JSON.stringify(name)}`);
+  }
+}
+
 function limitOf(entry, i) {
   if (!TYPES.object(entry) || entry === null) throw new ProtocolError(`policy: limits[${i}] must be a JSON object`);
+  onlyKnown(entry, `policy: limits[${i}]`, SINGLE_FIELDS);
   const at = { ...entry, op: `policy: limits[${i}]` };
   return present({
     algorithm: field(at, 'algorithm', 'string'),
@@ -260,6 +281,7 @@ class Driver {
       throw new ProtocolError('a request must be a JSON object');
     }
     const op = field(req, 'op', 'string', true);
+    if (Object.hasOwn(KNOWN_FIELDS, op)) onlyKnown(req, op, ['op', ...KNOWN_FIELDS[op]]);
     switch (op) {
       case 'hello':
         return JSON.stringify({ ok: true, binding: BINDING, version: slidelimit.version });
@@ -272,15 +294,19 @@ class Driver {
       }
       case 'policy': {
         if (this.#store === null) throw new ProtocolError('no store: send a store first');
-        this.#limiter = null;
+        let limiter;
         try {
-          this.#limiter = buildLimiter(this.#store, req);
-          this.#policyError = null;
-          return OK;
+          limiter = buildLimiter(this.#store, req);
         } catch (e) {
+          // A request the driver cannot read changes nothing (docs/driver.md).
+          if (e instanceof ProtocolError) throw e;
+          this.#limiter = null;
           this.#policyError = reply(e);
           return this.#policyError;
         }
+        this.#limiter = limiter;
+        this.#policyError = null;
+        return OK;
       }
       case 'acquire':
       case 'acquire_at':

@@ -111,12 +111,32 @@ module SlidelimitDriver
 
   SINGLE_FIELDS = %w[algorithm limit window_ms buckets].freeze
 
+  # The fields each op takes (docs/driver.md); any other is refused, so that
+  # a misspelt field is no silent default.
+  KNOWN_FIELDS = {
+    "hello" => [],
+    "store" => %w[kind url urls timeout_ms tls_ca_file],
+    "policy" => %w[namespace resource algorithm limit window_ms buckets limits deny_cache],
+    "acquire" => %w[tenant cost],
+    "acquire_at" => %w[tenant cost now_ms],
+    "peek" => %w[tenant cost now_ms],
+    "reset" => %w[tenant],
+    "key" => %w[tenant],
+    "load" => %w[lang tenant cost concurrency start_at_ms end_at_ms active ramp_ms jitter_ms skew_ms out],
+  }.transform_values { |names| names.freeze }.freeze
+
+  def only_known(object, where, known)
+    unknown = object.keys.find { |name| !known.include?(name) }
+    raise ProtocolError, "#{where}: unknown field #{unknown.to_json}" if unknown
+  end
+
   # One element of a policy's `limits` list, as a Slidelimit::Limit with the
   # fields as given (absent ones left to the gem's defaults).
   def limit_spec(item, index, count)
     raise ProtocolError, "policy: limits[#{index}] must be a JSON object" unless item.is_a?(Hash)
 
     where = "policy: limits[#{index}]"
+    only_known(item, where, SINGLE_FIELDS)
     spec = {
       algorithm: field(item, "algorithm", :string, where: where),
       limit: field(item, "limit", :number, where: where),
@@ -289,6 +309,8 @@ module SlidelimitDriver
 
     def handle(req)
       op = req["op"]
+      known = KNOWN_FIELDS[op]
+      SlidelimitDriver.only_known(req, op, ["op", *known]) if known
       case op
       when "hello"
         # redis-rb 4.8 sends on a pooled connection idle through a restart
@@ -303,16 +325,20 @@ module SlidelimitDriver
       when "policy"
         raise Slidelimit.invalid("store", "no store was given") unless @store
 
-        @limiter&.close
-        @limiter = nil
-        @policy_error = nil
+        # A request the driver cannot read (ProtocolError) changes nothing
+        # (docs/driver.md); one the gem refuses replaces the limiter.
         begin
-          @limiter = SlidelimitDriver.build_limiter(@store, req)
-          SlidelimitDriver.warm(@store, CLUSTER_POOL_SIZE) if @store[:pool_size] == CLUSTER_POOL_SIZE
+          built = SlidelimitDriver.build_limiter(@store, req)
         rescue Slidelimit::Error => e
+          @limiter&.close
+          @limiter = nil
           @policy_error = e
           raise
         end
+        @limiter&.close
+        @limiter = built
+        @policy_error = nil
+        SlidelimitDriver.warm(@store, CLUSTER_POOL_SIZE) if @store[:pool_size] == CLUSTER_POOL_SIZE
         OK
       when "acquire"
         SlidelimitDriver.decision_line(limiter.acquire(SlidelimitDriver.field(req, "tenant", :string),
