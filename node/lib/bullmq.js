@@ -5,7 +5,18 @@
 // worker-wide `limiter` / `rateLimit`: that would stall every tenant.
 
 const { DelayedError } = require('bullmq');
-const { SlidelimitError, UnavailableError, invalid } = require('./errors');
+const { SlidelimitError, UnavailableError, invalid, onlyKnown } = require('./errors');
+
+const OPTIONS = [
+  'tenant',
+  'cost',
+  'jitterMs',
+  'maxDeferrals',
+  'maxOutageDeferrals',
+  'onUnavailable',
+  'unavailableBackoff',
+  'random',
+];
 
 /**
  * Thrown (a failed attempt) when the limiter denied a job again after it was
@@ -56,6 +67,11 @@ function checkCount(field, value, fallback) {
 function rateLimited(limiter, processor, options = {}) {
   if (!limiter || typeof limiter.acquire !== 'function') throw invalid('limiter', 'must be a slidelimit Limiter');
   if (typeof processor !== 'function') throw invalid('processor', 'must be a function');
+  if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
+  onlyKnown(options, OPTIONS);
+  if (options.unavailableBackoff !== undefined) {
+    onlyKnown(options.unavailableBackoff, ['baseMs', 'maxMs'], (key) => `unavailableBackoff.${key}`);
+  }
   if (typeof options.tenant !== 'function') throw invalid('tenant', 'must be a function of the job');
   const tenantOf = options.tenant;
   const costOf = options.cost || (() => 1);

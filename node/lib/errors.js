@@ -53,6 +53,16 @@ function invalid(field, problem) {
   return new InvalidArgumentError('invalid_argument', `${field}: ${problem}`, field);
 }
 
+// An options object holds only the keys it is read for. A misspelt key
+// (`bucket`, `maxDeferals`) would otherwise leave its field at the default
+// without a word, as the other bindings' keyword arguments and struct fields
+// never do. `name` says how the error names a key (`limits[1].bucket`).
+function onlyKnown(object, known, name = (key) => key) {
+  for (const key in object) {
+    if (!known.includes(key)) throw invalid(name(key), `unknown field; known: ${known.join(', ')}`);
+  }
+}
+
 module.exports = {
   SlidelimitError,
   InvalidArgumentError,
@@ -66,4 +76,5 @@ module.exports = {
   makeError,
   fromCore,
   invalid,
+  onlyKnown,
 };

@@ -10,6 +10,7 @@ const {
   makeError,
   fromCore,
   invalid,
+  onlyKnown,
 } = require('./errors');
 
 const { core, constants } = binding;
@@ -48,15 +49,6 @@ const POLICY_FIELDS = ['namespace', 'resource', ...SINGLE_FIELDS, 'limits'];
 const LIMITER_OPTIONS = ['timeoutMs', 'metrics', 'denyCache'];
 const MEMORY_LIMITER_OPTIONS = ['engine', 'clock', 'metrics'];
 const CHECK_OPTIONS = ['cost', 'nowMs'];
-
-// A misspelt key (`bucket`, `namespce`, `now_ms`) would otherwise leave its
-// field at the default without a word, as the other bindings' keyword
-// arguments and struct fields never do.
-function onlyKnown(object, known, name = (key) => key) {
-  for (const key in object) {
-    if (!known.includes(key)) throw invalid(name(key), `unknown field; known: ${known.join(', ')}`);
-  }
-}
 
 /**
  * Builds core's Policy from `{ namespace, resource, algorithm, limit, windowMs, buckets }`

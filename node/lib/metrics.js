@@ -3,6 +3,7 @@
 // help texts, labels and buckets are core's.
 
 const { metrics: spec } = require('./binding').constants;
+const { onlyKnown } = require('./errors');
 
 /** Buckets of `ratelimit_wait_seconds`, 1 ms to 10 min (core's). */
 const WAIT_BUCKETS = Object.freeze(spec.waitBuckets.slice());
@@ -15,7 +16,9 @@ class Metrics {
    * Registers the four metrics in `registry` (prom-client's default registry
    * when omitted). Leave `tenantLabel` false when tenants are unbounded.
    */
-  constructor({ registry, tenantLabel = false, client } = {}) {
+  constructor(options = {}) {
+    onlyKnown(options, ['registry', 'tenantLabel', 'client']);
+    const { registry, tenantLabel = false, client } = options;
     // The app's prom-client, so the metrics land in the registry it serves.
     const prom = client || require('prom-client');
     const registers = [registry || prom.register];

@@ -329,6 +329,16 @@ test('bad options are rejected when wrapping', () => {
   });
   assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', onUnavailable: 'maybe' }), { field: 'on_unavailable' });
   assert.throws(() => rateLimited(null, noop, { tenant: () => 't' }), { field: 'limiter' });
+  // A misspelt option would keep its default (100 deferrals) without a word.
+  assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', maxDeferals: 3 }), {
+    code: 'invalid_argument',
+    field: 'maxDeferals',
+  });
+  assert.throws(() => rateLimited(limiter, noop, { tenant: () => 't', unavailableBackoff: { base: 5 } }), {
+    field: 'unavailableBackoff.base',
+  });
+  assert.throws(() => rateLimited(limiter, noop, null), { field: 'options' });
+  rateLimited(limiter, noop, { tenant: () => 't', unavailableBackoff: { baseMs: 5, maxMs: 50 } });
 });
 
 test('the geocoding example runs: 5 lookups at once, the other 3 after the window', () => {

@@ -216,6 +216,7 @@ test('a misspelt key is refused, never left at its default', async () => {
     }
   });
   assert.match(err.message, /^bucket: unknown field; known: namespace, resource, algorithm, limit, windowMs, buckets, limits$/);
+  await assertInvalid(() => new slidelimit.Metrics({ tenantLabels: true }), 'tenantLabels');
 });
 
 test('a client whose keyPrefix would split the budget is refused', async () => {
