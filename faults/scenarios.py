@@ -1253,6 +1253,16 @@ def framing(ctx):
     d = ctx.driver()
     good = _policy("framing", "sliding_log", 3, 1000)
     store = {"kind": "memory"}
+    # Out of order: a policy before any store, a call before any policy.
+    _protocol_reply(ctx, d, wire_json({"op": "policy", **good}), "policy before a store")
+    d.ok("store", op="store", **store)
+    for request in (
+        {"op": "acquire_at", "tenant": "t", "now_ms": T},
+        {"op": "peek", "tenant": "t"},
+        {"op": "reset", "tenant": "t"},
+        {"op": "key", "tenant": "t"},
+    ):
+        _protocol_reply(ctx, d, wire_json(request), f"{request['op']} before a policy")
     d.limiter(store, good)
     lines = ["{", "not json", '{"op":"acquire_at"', "[1,2]", '"acquire"', "5", "null"]
     lines += ["{}", '{"op":5}', '{"op":null}', '{"op":"fly"}', '{"op":"ACQUIRE"}']

@@ -302,7 +302,7 @@ module SlidelimitDriver
 
     def limiter
       raise @policy_error if @policy_error
-      raise Slidelimit.invalid("policy", "no policy was given") unless @limiter
+      raise ProtocolError, "no policy yet: send a policy first" unless @limiter
 
       @limiter
     end
@@ -323,7 +323,7 @@ module SlidelimitDriver
         @store = store
         OK
       when "policy"
-        raise Slidelimit.invalid("store", "no store was given") unless @store
+        raise ProtocolError, "policy: no store yet" unless @store
 
         # A request the driver cannot read (ProtocolError) changes nothing
         # (docs/driver.md); one the gem refuses replaces the limiter.
