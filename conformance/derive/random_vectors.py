@@ -10,7 +10,8 @@ escapes, at and past their bounds, windows and bucket counts at theirs)
 and decision vectors: policies of one limit (log, counter, bucketed window at a random divisor of
 its window) and of two to four limits; random limits, windows from 1 ms to
 1 min, costs from 1 to the smallest limit (now and then one above it: an
-invalid_argument step), peeks, two tenants (now and then odd ones), bursts in one millisecond and
+invalid_argument step), peeks, two tenants (now and then odd ones, one in
+twenty of those holding a lone surrogate), bursts in one millisecond and
 jumps over several windows. The exact algorithms' vectors (and policies whose
 every limit is exact) also get callers whose clocks lag or lead by up to two
 windows (the time rule, docs/protocol.md "Time"); the counter's times only
@@ -53,9 +54,18 @@ TENANT_CHARS = "aZ09-_.:~!/" + "%{} \t\n\x00\x1f\x7f" + "é東京🙂"
 NAME_CHARS = "".join(sorted(model.NAME_CHARS))
 
 
+# A lone surrogate: JSON's \ud800 carries one, UTF-8 cannot, so such a
+# string is no tenant (docs/protocol.md, "Conformance vectors").
+LONE_SURROGATES = "\ud800\udbff\udc00\udfff"
+
+
 def random_tenant(rng: random.Random) -> str:
     size = rng.choice([1, 2, 5, 20, rng.randint(1, 200)])
-    return "".join(rng.choice(TENANT_CHARS) for _ in range(size))
+    tenant = "".join(rng.choice(TENANT_CHARS) for _ in range(size))
+    if rng.random() < 0.05:
+        at = rng.randint(0, len(tenant))
+        tenant = tenant[:at] + rng.choice(LONE_SURROGATES) + tenant[at:]
+    return tenant
 
 
 def random_name(rng: random.Random) -> str:
