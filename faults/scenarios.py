@@ -1305,7 +1305,7 @@ def framing(ctx):
         remaining=2,
     )
     # Fields of another JSON type than the protocol gives them.
-    for request in (
+    mistyped: list[dict[str, Any]] = [
         {"op": "acquire_at", "tenant": "t", "now_ms": str(T)},
         {"op": "acquire_at", "tenant": "t", "now_ms": T, "cost": "2"},
         {"op": "acquire_at", "tenant": 5, "now_ms": T},
@@ -1313,7 +1313,8 @@ def framing(ctx):
         {"op": "policy", **good, "limit": "3"},
         {"op": "policy", **good, "limits": {"limit": 3}},
         {"op": "store", "kind": 1},
-    ):
+    ]
+    for request in mistyped:
         _protocol_reply(ctx, d, wire_json(request), f"{request['op']} with a field of another type")
     expect_decision(
         ctx,
