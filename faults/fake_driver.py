@@ -26,6 +26,10 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+# The wrapper passes requests on as they came: a number past the doubles'
+# range stays `1e400`, not json.dumps's `Infinity` (no JSON).
+from harness.drivers import json_number, wire_json  # noqa: E402
 
 
 def out(reply):
@@ -87,7 +91,7 @@ def wrap(name, mutation):
         raise RuntimeError(f"drivers/{name}: no pipes")  # never, with PIPE
 
     def call(req):
-        to_child.write(json.dumps(req) + "\n")
+        to_child.write(wire_json(req) + "\n")
         to_child.flush()
         line = from_child.readline()
         if not line:
@@ -97,7 +101,7 @@ def wrap(name, mutation):
     held: dict = {}
     held_until = 0.0
     for line in sys.stdin:
-        req = json.loads(line)
+        req = json.loads(line, parse_float=json_number)
         acquire = req.get("op") == "acquire"
         if mutation == "cache-off" and req.get("op") == "policy":
             req["deny_cache"] = False
