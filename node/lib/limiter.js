@@ -310,6 +310,7 @@ function createDenyCache(option) {
   if (option === undefined || option === true) return new core.DenyCache();
   if (option === false || option === null) return null;
   if (typeof option !== 'object') throw invalid('deny_cache', 'must be true, false or { capacity }');
+  onlyKnown(option, ['capacity'], (key) => `denyCache.${key}`);
   const { capacity } = option;
   if (capacity !== undefined) num('deny_cache_capacity', capacity);
   try {

@@ -114,7 +114,6 @@ function present(fields) {
   return fields;
 }
 
-// One limit of `limits`, each field as in the single form.
 // The fields each op takes (docs/driver.md); any other is refused, so that a
 // misspelt field is no silent default.
 const KNOWN_FIELDS = {
@@ -135,6 +134,7 @@ function onlyKnown(req, where, known) {
   }
 }
 
+// One limit of `limits`, each field as in the single form.
 function limitOf(entry, i) {
   if (!TYPES.object(entry) || entry === null) throw new ProtocolError(`policy: limits[${i}] must be a JSON object`);
   onlyKnown(entry, `policy: limits[${i}]`, SINGLE_FIELDS);

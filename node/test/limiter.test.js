@@ -198,6 +198,7 @@ test('a misspelt key is refused, never left at its default', async () => {
   const { algorithm, limit, windowMs, ...rest } = policy();
   await assertInvalid(() => new MemoryLimiter({ ...rest, limits }), 'limits[1].bucket');
   await assertInvalid(() => new Limiter(redis, policy(), { timeout: 5 }), 'timeout');
+  await assertInvalid(() => new Limiter(redis, policy(), { denyCache: { capacty: 5 } }), 'denyCache.capacty');
   // A memory limiter has no Redis calls to cache or bound: as in Python and Ruby.
   await assertInvalid(() => new MemoryLimiter(policy(), { denyCache: false }), 'denyCache');
   await assertInvalid(() => Limiter.memory(policy(), { timeoutMs: 5 }), 'timeoutMs');
