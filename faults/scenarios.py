@@ -1229,8 +1229,10 @@ class _TempDir:
 # ---------------------------------------------------------- FRAMING
 
 
-def _protocol_reply(ctx, session, line, what):
-    """Sends one raw line; its reply must be a protocol error with a message."""
+def _protocol_reply(ctx, session, request, what):
+    """Sends one request (a raw line as it is, a dict as the harness writes
+    it); its reply must be a protocol error with a message."""
+    line = request if isinstance(request, str) else wire_json(request)
     try:
         raw = session.driver.send_line(line, what)
         reply = json.loads(raw)
@@ -1254,7 +1256,7 @@ def framing(ctx):
     good = _policy("framing", "sliding_log", 3, 1000)
     store = {"kind": "memory"}
     # Out of order: a policy before any store, a call before any policy.
-    _protocol_reply(ctx, d, wire_json({"op": "policy", **good}), "policy before a store")
+    _protocol_reply(ctx, d, {"op": "policy", **good}, "policy before a store")
     d.ok("store", op="store", **store)
     for request in (
         {"op": "acquire_at", "tenant": "t", "now_ms": T},
@@ -1262,7 +1264,7 @@ def framing(ctx):
         {"op": "reset", "tenant": "t"},
         {"op": "key", "tenant": "t"},
     ):
-        _protocol_reply(ctx, d, wire_json(request), f"{request['op']} before a policy")
+        _protocol_reply(ctx, d, request, f"{request['op']} before a policy")
     d.limiter(store, good)
     lines = ["{", "not json", '{"op":"acquire_at"', "[1,2]", '"acquire"', "5", "null"]
     lines += ["{}", '{"op":5}', '{"op":null}', '{"op":"fly"}', '{"op":"ACQUIRE"}']
@@ -1293,9 +1295,7 @@ def framing(ctx):
         {"op": "key", "tenant": "t", "algorithm": "sliding_log"},
     ]
     for request in calls:
-        _protocol_reply(
-            ctx, d, wire_json(request), f"{request['op']} with a field it does not know"
-        )
+        _protocol_reply(ctx, d, request, f"{request['op']} with a field it does not know")
     # Changed nothing: the policy set before still decides, and nothing was recorded.
     expect_decision(
         ctx,
@@ -1315,7 +1315,7 @@ def framing(ctx):
         {"op": "store", "kind": 1},
     ]
     for request in mistyped:
-        _protocol_reply(ctx, d, wire_json(request), f"{request['op']} with a field of another type")
+        _protocol_reply(ctx, d, request, f"{request['op']} with a field of another type")
     expect_decision(
         ctx,
         d.req(op="acquire_at", tenant="t", now_ms=T, cost=2),
