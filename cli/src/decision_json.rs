@@ -1,9 +1,24 @@
-//! A decision as one JSON line, the form of docs/driver.md (snake_case keys,
-//! `denied_by` only when the decision names a limit): what `slidelimit
-//! acquire --json` prints and what the driver answers. Shared by both
-//! binaries through `#[path]` (the package has no library target).
+//! A decision, or an error, as one JSON line, the forms of docs/driver.md
+//! (snake_case keys, `denied_by` only when the decision names a limit): what
+//! `slidelimit acquire --json` prints and what the driver answers. Shared by
+//! both binaries through `#[path]` (the package has no library target).
 
-use slidelimit::Decision;
+use slidelimit::{Decision, Error};
+
+/// A JSON string literal.
+pub fn json_str(s: &str) -> String {
+    serde_json::to_string(s).expect("a string always serializes")
+}
+
+/// `{"error":"<code>","field":<name or null>,"message":...}`.
+pub fn error_json(e: &Error) -> String {
+    let field = e.field().map_or_else(|| "null".to_owned(), json_str);
+    format!(
+        "{{\"error\":\"{}\",\"field\":{field},\"message\":{}}}",
+        e.code(),
+        json_str(e.message())
+    )
+}
 
 pub fn decision_json(d: &Decision) -> String {
     let denied_by = d

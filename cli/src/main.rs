@@ -4,14 +4,17 @@
 //! Exit status: 0 success (allowed, for acquire and peek), 1 denied, 2 usage
 //! error, 10 + the error's stable number otherwise (11 invalid_argument,
 //! 12 unavailable, 13 script_error, 14 wrong_type, 15 malformed_reply,
-//! 16 permission_denied, 17 internal).
+//! 16 permission_denied, 17 internal). Errors go to stderr: `error: <code>:
+//! <message>`, or with `--json` one line `{"error":...,"field":...,"message":...}`.
+//! Every argument is checked before Redis is reached, so a bad one is
+//! `invalid_argument` even when Redis is out of reach.
 
 mod decision_json;
 mod simulate;
 
 use clap::{Args, Parser, Subcommand};
-use decision_json::decision_json;
-use slidelimit::{blocking, Algorithm, Decision, Error, ErrorCode, Limit, Options, Policy};
+use decision_json::{decision_json, error_json};
+use slidelimit::{blocking, Algorithm, Decision, Error, ErrorCode, Limit, Mode, Options, Policy};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -80,7 +83,7 @@ struct Target {
     /// or unreachable Redis is `unavailable`.
     #[arg(long, default_value_t = 1000)]
     timeout_ms: u64,
-    /// Print JSON (snake_case keys) instead of text.
+    /// Print JSON (snake_case keys) instead of text, errors included (on stderr).
     #[arg(long)]
     json: bool,
 }
@@ -106,35 +109,45 @@ struct ResetArgs {
     target: Target,
 }
 
-/// A command's way out: the exit status and what to print on stderr.
+/// A command's way out other than its result.
 #[derive(Debug)]
-pub struct Failure {
-    code: u8,
-    message: String,
+pub enum Failure {
+    /// The reader of stdout went away (`| head`): no error, nothing to say.
+    ReaderGone,
+    Error(Error),
 }
 
 impl Failure {
-    /// A failed write to stdout. A reader that went away (`| head`) is no error.
+    /// A failed write to stdout.
     fn io(e: std::io::Error) -> Failure {
         if e.kind() == std::io::ErrorKind::BrokenPipe {
-            return Failure {
-                code: 0,
-                message: String::new(),
-            };
+            return Failure::ReaderGone;
         }
-        Failure {
-            code: exit_code_for(ErrorCode::Internal),
-            message: format!("error: internal: writing the output: {e}"),
+        Failure::Error(Error::new(
+            ErrorCode::Internal,
+            format!("writing the output: {e}"),
+        ))
+    }
+
+    /// Says what went wrong on stderr (as JSON with `json`); the exit status.
+    fn report(self, json: bool) -> ExitCode {
+        match self {
+            Failure::ReaderGone => ExitCode::SUCCESS,
+            Failure::Error(e) => {
+                if json {
+                    eprintln!("{}", error_json(&e));
+                } else {
+                    eprintln!("error: {e}");
+                }
+                ExitCode::from(exit_code_for(e.code()))
+            }
         }
     }
 }
 
 impl From<slidelimit::Error> for Failure {
     fn from(e: slidelimit::Error) -> Self {
-        Failure {
-            code: exit_code_for(e.code()),
-            message: format!("error: {e}"),
-        }
+        Failure::Error(e)
     }
 }
 
@@ -168,8 +181,7 @@ impl Target {
         )
     }
 
-    fn connect(&self, limit: u64) -> slidelimit::Result<blocking::Limiter> {
-        let policy = self.policy(limit)?;
+    fn connect(&self, policy: Policy) -> slidelimit::Result<blocking::Limiter> {
         let options = Options {
             timeout: Duration::from_millis(self.timeout_ms),
             ..Options::default()
@@ -244,7 +256,11 @@ fn decision_text(d: &Decision, cost: u64) -> String {
 fn call(args: &CallArgs, peek: bool) -> Result<ExitCode, Failure> {
     let tenant = args.target.tenant()?;
     // clap makes --limit present whenever --limits is not.
-    let limiter = args.target.connect(args.limit.unwrap_or_default())?;
+    let policy = args.target.policy(args.limit.unwrap_or_default())?;
+    let mode = if peek { Mode::Peek } else { Mode::Acquire };
+    // Core checks tenant, cost and time here, before any connect.
+    policy.build_call(tenant, args.cost, args.now_ms, mode)?;
+    let limiter = args.target.connect(policy)?;
     let decision = match (peek, args.now_ms) {
         (false, None) => limiter.acquire_n(tenant, args.cost),
         (false, Some(now)) => limiter.acquire_at(tenant, args.cost, now),
@@ -264,9 +280,10 @@ fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
     let tenant = t.tenant()?;
     // The keys do not depend on the limit; 1 is always valid (--limits
     // brings its own).
-    let limiter = t.connect(1)?;
+    let policy = t.policy(1)?;
+    let keys = policy.keys(tenant)?;
+    let limiter = t.connect(policy)?;
     limiter.reset(tenant)?;
-    let keys = limiter.policy().keys(tenant)?;
     if t.json {
         // One limit: {"reset":true,"key":...}; several: "keys", every one.
         let (name, value) = match keys.as_slice() {
@@ -285,16 +302,11 @@ fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match &cli.command {
-        Command::Simulate(args) => simulate::run(args).map(|()| ExitCode::SUCCESS),
-        Command::Acquire(args) => call(args, false),
-        Command::Peek(args) => call(args, true),
-        Command::Reset(args) => reset(args),
+    let (result, json) = match &cli.command {
+        Command::Simulate(args) => (simulate::run(args).map(|()| ExitCode::SUCCESS), false),
+        Command::Acquire(args) => (call(args, false), args.target.json),
+        Command::Peek(args) => (call(args, true), args.target.json),
+        Command::Reset(args) => (reset(args), args.target.json),
     };
-    result.unwrap_or_else(|f| {
-        if !f.message.is_empty() {
-            eprintln!("{}", f.message);
-        }
-        ExitCode::from(f.code)
-    })
+    result.unwrap_or_else(|f| f.report(json))
 }

@@ -516,3 +516,79 @@ fn limits_flag_checks_several_limits_together() {
         );
     }
 }
+
+/// Every argument is core's to check before the connect: with Redis out of
+/// reach a bad tenant, cost or time is still
+/// `invalid_argument` (11), not `unavailable` (12); `--json` writes the error
+/// as one JSON line on stderr, the driver's form, and nothing on stdout.
+#[test]
+fn arguments_are_checked_before_redis_and_json_errors_are_json() {
+    let nobody = format!("redis://127.0.0.1:{}/", common::free_port());
+    let run = |verb: &str, tenant: &str, extra: &[&str]| {
+        let mut args = vec![verb, "--redis", &nobody, "--resource", "geo"];
+        args.extend([
+            "--tenant",
+            tenant,
+            "--window-ms",
+            "1000",
+            "--timeout-ms",
+            "300",
+        ]);
+        args.extend(extra);
+        slidelimit(&args)
+    };
+    let cases: [(&str, &str, &[&str], &str); 6] = [
+        ("acquire", "", &["--limit", "5"], "tenant"),
+        ("peek", "", &["--limit", "5"], "tenant"),
+        ("reset", "", &[], "tenant"),
+        ("acquire", "t", &["--limit", "5", "--cost", "6"], "cost"),
+        ("acquire", "t", &["--limit", "5", "--cost", "0"], "cost"),
+        (
+            "peek",
+            "t",
+            &["--limit", "5", "--now-ms", "9007199254740993"],
+            "now_ms",
+        ),
+    ];
+    for (verb, tenant, extra, field) in cases {
+        let out = run(verb, tenant, extra);
+        assert_eq!(
+            out.status.code(),
+            Some(11),
+            "{verb} {extra:?}: {}",
+            stderr(&out)
+        );
+        assert!(
+            stderr(&out).starts_with(&format!("error: invalid_argument: {field}: ")),
+            "{verb} {extra:?}: {}",
+            stderr(&out)
+        );
+
+        let out = run(verb, tenant, &[extra, &["--json"][..]].concat());
+        assert_eq!(out.status.code(), Some(11), "{verb} {extra:?} --json");
+        assert!(out.stdout.is_empty(), "{verb} {extra:?}: no decision");
+        let line = stderr(&out);
+        let error: serde_json::Value = serde_json::from_str(line.trim_end())
+            .unwrap_or_else(|e| panic!("{verb} {extra:?}: not one JSON line ({e}): {line}"));
+        assert_eq!(error["error"], "invalid_argument", "{line}");
+        assert_eq!(error["field"], field, "{line}");
+        assert!(
+            error["message"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("{field}: ")),
+            "{line}"
+        );
+    }
+
+    // Only a good call reaches for Redis, and is unavailable.
+    let out = run("acquire", "t", &["--limit", "5", "--json"]);
+    assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));
+    assert!(
+        out.stdout.is_empty(),
+        "an unreachable Redis is never a decision"
+    );
+    let error: serde_json::Value = serde_json::from_str(stderr(&out).trim_end()).unwrap();
+    assert_eq!(error["error"], "unavailable");
+    assert_eq!(error["field"], serde_json::Value::Null);
+}

@@ -136,6 +136,17 @@ fn check_timeout(timeout: Duration) -> Result<()> {
     slidelimit_core::check_timeout_ms(ms).map(drop)
 }
 
+/// The deny cache `options` ask for, or `invalid_argument` on its capacity.
+fn local_denials(options: &Options) -> Result<Option<Arc<LocalDenials>>> {
+    let Some(capacity) = options.deny_cache else {
+        return Ok(None);
+    };
+    Ok(Some(Arc::new(LocalDenials {
+        cache: Mutex::new(DenyCache::new(capacity)?),
+        start: Instant::now(),
+    })))
+}
+
 fn system_now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -147,14 +158,17 @@ impl Limiter {
     /// Connects to a standalone Redis (`redis://`, or `rediss://` for TLS).
     /// The connection reconnects by itself after a restart.
     pub async fn connect(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
+        // Every option is checked before the connect: a bad one is
+        // invalid_argument even when Redis is out of reach.
         check_timeout(options.timeout)?;
+        let denials = local_denials(&options)?;
         let timeout = options.timeout;
         let tls_ca = options.tls_ca_pem.as_deref();
         let connection =
             tokio::time::timeout(timeout, Connection::standalone(url, timeout, tls_ca))
                 .await
                 .map_err(|_| unavailable_after(timeout, "the connect"))??;
-        Self::with_redis(policy, connection, options)
+        Ok(Self::with_redis(policy, connection, options, denials))
     }
 
     /// Connects to a Redis Cluster through any of its nodes.
@@ -172,25 +186,24 @@ impl Limiter {
         options: Options,
     ) -> Result<Limiter> {
         check_timeout(options.timeout)?;
+        let denials = local_denials(&options)?;
         let timeout = options.timeout;
         let tls_ca = options.tls_ca_pem.as_deref();
         let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout, tls_ca))
             .await
             .map_err(|_| unavailable_after(timeout, "the connect"))??;
-        Self::with_redis(policy, connection, options)
+        Ok(Self::with_redis(policy, connection, options, denials))
     }
 
-    fn with_redis(policy: Policy, connection: Connection, options: Options) -> Result<Limiter> {
-        let denials = match options.deny_cache {
-            None => None,
-            Some(capacity) => Some(Arc::new(LocalDenials {
-                cache: Mutex::new(DenyCache::new(capacity)?),
-                start: Instant::now(),
-            })),
-        };
+    fn with_redis(
+        policy: Policy,
+        connection: Connection,
+        options: Options,
+        denials: Option<Arc<LocalDenials>>,
+    ) -> Limiter {
         let mut limiter = Self::with_store(policy, Store::Redis(connection), options);
         limiter.denials = denials;
-        Ok(limiter)
+        limiter
     }
 
     /// A limiter on the embedded in-memory engine: one process, no Redis,

@@ -433,6 +433,48 @@ fn a_timeout_below_one_ms_is_invalid_argument_naming_the_field() {
 }
 
 #[test]
+fn bad_options_are_invalid_argument_even_with_redis_out_of_reach() {
+    // Options are checked before the connect: a bad one is the caller's
+    // mistake, never `unavailable`, whatever the state of Redis.
+    let nobody = format!("redis://127.0.0.1:{}/", common::free_port());
+    let cases = [
+        (
+            Options {
+                timeout: Duration::ZERO,
+                ..Options::default()
+            },
+            "timeout_ms",
+        ),
+        (
+            Options {
+                deny_cache: Some(0),
+                ..Options::default()
+            },
+            "deny_cache_capacity",
+        ),
+        (
+            Options {
+                deny_cache: Some(usize::MAX),
+                ..Options::default()
+            },
+            "deny_cache_capacity",
+        ),
+    ];
+    for (options, field) in cases {
+        let p = policy(Algorithm::SlidingLog, 1, 1000);
+        let errors = [
+            blocking::Limiter::connect(&nobody, p.clone(), options.clone()).err(),
+            blocking::Limiter::connect_cluster(&[nobody.as_str()], p, options).err(),
+        ];
+        for e in errors {
+            let e = e.expect("a bad option must be refused");
+            assert_eq!(e.code(), ErrorCode::InvalidArgument, "{field}: {e}");
+            assert_eq!(e.field(), Some(field), "{e}");
+        }
+    }
+}
+
+#[test]
 fn resp3_connections_decide_like_resp2() {
     // `?protocol=resp3` in the URL switches redis-rs to RESP3 (HELLO 3): the
     // script's reply is still an array of integers, the key the same.

@@ -10,7 +10,7 @@
 #[path = "../decision_json.rs"]
 mod decision_json;
 
-use decision_json::decision_json;
+use decision_json::{decision_json, error_json, json_str};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use slidelimit::{slot, Algorithm, Error, Limit, Limiter, Options, Policy};
@@ -47,19 +47,6 @@ impl From<Error> for Reply {
     fn from(e: Error) -> Self {
         Reply::Binding(e)
     }
-}
-
-fn json_str(s: &str) -> String {
-    serde_json::to_string(s).expect("a string always serializes")
-}
-
-fn error_line(e: &Error) -> String {
-    let field = e.field().map_or_else(|| "null".to_owned(), json_str);
-    format!(
-        "{{\"error\":\"{}\",\"field\":{field},\"message\":{}}}",
-        e.code(),
-        json_str(e.message())
-    )
 }
 
 fn protocol_line(p: &Protocol) -> String {
@@ -816,7 +803,7 @@ fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) ->
         });
     let line = match result {
         Ok(line) => line,
-        Err(Reply::Binding(e)) => error_line(&e),
+        Err(Reply::Binding(e)) => error_json(&e),
         Err(Reply::Protocol(p)) => protocol_line(&p),
     };
     (line, op != "exit")
