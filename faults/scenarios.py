@@ -1251,7 +1251,8 @@ def framing(ctx):
     """docs/driver.md, "Framing": a request the driver cannot read (no JSON,
     no object, no or an unknown op, a field the op does not know, a field of
     another JSON type) is a protocol error, changes nothing, and the driver
-    carries on. A misspelt field is never left at its default."""
+    carries on. A misspelt field is never left at its default. Every
+    policy's limiter on one memory store shares its engine, as on Redis."""
     d = ctx.driver()
     good = _policy("framing", "sliding_log", 3, 1000)
     store = {"kind": "memory"}
@@ -1322,6 +1323,25 @@ def framing(ctx):
         "after the fields of another type",
         allowed=True,
         remaining=0,
+    )
+    # A new policy on the same memory store sees what the earlier one
+    # recorded, as on one Redis; only a new store starts empty.
+    d.ok("a new policy", op="policy", **{**good, "limit": 4})
+    expect_decision(
+        ctx,
+        d.req(op="acquire_at", tenant="t", now_ms=T),
+        "a new policy (limit 4) on the same memory store, after 3 permits",
+        allowed=True,
+        remaining=0,
+    )
+    d.ok("a new store", op="store", **store)
+    d.ok("the policy again", op="policy", **good)
+    expect_decision(
+        ctx,
+        d.req(op="acquire_at", tenant="t", now_ms=T),
+        "a new memory store",
+        allowed=True,
+        remaining=2,
     )
 
 

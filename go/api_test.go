@@ -228,3 +228,53 @@ func TestErrorFieldNamesTheField(t *testing.T) {
 		t.Errorf("unavailable: field %q, want none", f)
 	}
 }
+
+// Limiters on one MemoryEngine share its keys whatever their policies, as
+// Limiters on one Redis do; closing a Limiter leaves the engine open, and
+// closing the engine closes every Limiter on it.
+func TestLimitersOnOneMemoryEngineShareItsKeys(t *testing.T) {
+	engine, err := slidelimit.NewMemoryEngine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	of := func(limit uint64) *slidelimit.Limiter {
+		l, err := slidelimit.NewMemory(slidelimit.Policy{Resource: "geocode", Limit: limit, Window: time.Second},
+			slidelimit.WithMemoryEngine(engine))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	ctx := context.Background()
+	first, second := of(5), of(3)
+	if d, err := first.AcquireAt(ctx, "t", 2, 1000); err != nil || d.Remaining != 3 {
+		t.Fatalf("first: %+v, %v", d, err)
+	}
+	first.Close()
+	if d, err := second.AcquireAt(ctx, "t", 1, 1001); err != nil || !d.Allowed || d.Remaining != 0 {
+		t.Fatalf("the second Limiter must count the first's 2: %+v, %v", d, err)
+	}
+	if d, err := second.AcquireAt(ctx, "t", 1, 1002); err != nil || d.Allowed {
+		t.Fatalf("over the limit of 3: %+v, %v", d, err)
+	}
+	own, err := slidelimit.NewMemory(slidelimit.Policy{Resource: "geocode", Limit: 3, Window: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	if d, err := own.AcquireAt(ctx, "t", 1, 1003); err != nil || d.Remaining != 2 {
+		t.Fatalf("an engine of its own is empty: %+v, %v", d, err)
+	}
+	engine.Close()
+	if _, err := second.AcquireAt(ctx, "t", 1, 1004); !errors.Is(err, slidelimit.ErrClosed) {
+		t.Fatalf("after the engine's Close: want ErrClosed, got %v", err)
+	}
+	second.Close()
+
+	_, err = slidelimit.NewMemory(slidelimit.Policy{Resource: "geocode", Limit: 1, Window: time.Second},
+		slidelimit.WithMemoryEngine(nil))
+	var e *slidelimit.Error
+	if !errors.As(err, &e) || !errors.Is(err, slidelimit.ErrInvalidArgument) || e.Field() != "memory_engine" {
+		t.Fatalf("a nil engine: want ErrInvalidArgument on memory_engine, got %v", err)
+	}
+}

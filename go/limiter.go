@@ -229,6 +229,9 @@ type config struct {
 	// (0: core's default).
 	denyCache         bool
 	denyCacheCapacity int
+	// engine: the shared memory engine NewMemory uses (WithMemoryEngine).
+	engine    *MemoryEngine
+	engineSet bool
 }
 
 // Option configures a Limiter.
@@ -268,6 +271,38 @@ func WithoutDenyCache() Option { return func(c *config) { c.denyCache = false } 
 // TIME (default time.Now). Limiters on Redis ignore it.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
+// MemoryEngine is core's in-memory store on its own, for Limiters that
+// share it (NewMemory with WithMemoryEngine): whatever their policies, they
+// see one another's permits where their keys agree, as Limiters on one Redis
+// do. It is safe for concurrent use. Close releases its C memory; the
+// Limiters on it then return ErrClosed.
+type MemoryEngine struct {
+	h *memoryHandle
+}
+
+// NewMemoryEngine makes an empty engine.
+func NewMemoryEngine() (*MemoryEngine, error) {
+	h, err := newMemoryHandle()
+	if err != nil {
+		return nil, err
+	}
+	return &MemoryEngine{h: h}, nil
+}
+
+// Close releases the engine. Safe to call more than once.
+func (e *MemoryEngine) Close() error {
+	e.h.free()
+	return nil
+}
+
+// WithMemoryEngine makes NewMemory's Limiter use e, shared with other
+// Limiters, instead of an engine of its own; closing the Limiter leaves e
+// open. A nil e makes NewMemory fail with ErrInvalidArgument naming
+// memory_engine. Limiters on Redis ignore it.
+func WithMemoryEngine(e *MemoryEngine) Option {
+	return func(c *config) { c.engine, c.engineSet = e, true }
+}
+
 // Limiter checks one Policy, on Redis (New) or in memory (NewMemory). It is
 // safe for concurrent use. Close releases the C memory it holds.
 type Limiter struct {
@@ -286,6 +321,8 @@ type Limiter struct {
 
 	// In memory:
 	memory *memoryHandle
+	// sharedMemory: memory belongs to a MemoryEngine, which frees it.
+	sharedMemory bool
 }
 
 // New makes a Limiter that runs core's scripts on Redis through client (a
@@ -326,11 +363,20 @@ func New(client redis.UniversalClient, p Policy, opts ...Option) (*Limiter, erro
 }
 
 // NewMemory makes a Limiter on core's in-memory engine, with the same
-// decisions as Redis: for tests and single-process use.
+// decisions as Redis: for tests and single-process use. The engine is the
+// Limiter's own unless WithMemoryEngine gives one that Limiters share.
 func NewMemory(p Policy, opts ...Option) (*Limiter, error) {
 	l, err := newLimiter(p, opts)
 	if err != nil {
 		return nil, err
+	}
+	if l.cfg.engineSet {
+		if l.cfg.engine == nil {
+			l.Close()
+			return nil, invalidArgument("memory_engine", "must not be nil")
+		}
+		l.memory, l.sharedMemory = l.cfg.engine.h, true
+		return l, nil
 	}
 	if l.memory, err = newMemoryHandle(); err != nil {
 		l.Close()
@@ -409,7 +455,7 @@ func (l *Limiter) Policy() Policy {
 // client. Safe to call more than once; later checks return ErrClosed.
 func (l *Limiter) Close() error {
 	l.handle.free()
-	if l.memory != nil {
+	if l.memory != nil && !l.sharedMemory {
 		l.memory.free()
 	}
 	if l.deny != nil {

@@ -1,7 +1,7 @@
 //! The synchronous API: the async [`crate::Limiter`] driven by a private
 //! single-worker runtime, so blocking code needs no runtime of its own.
 
-use crate::{Decision, Error, ErrorCode, Options, Policy, Result};
+use crate::{Decision, Error, ErrorCode, MemoryEngine, Options, Policy, Result};
 use std::sync::Arc;
 use tokio::runtime::Runtime;
 
@@ -44,6 +44,18 @@ impl Limiter {
         Ok(Limiter {
             runtime: runtime()?,
             inner: crate::Limiter::memory(policy, options),
+        })
+    }
+
+    /// See [`crate::Limiter::memory_on`].
+    pub fn memory_on(
+        engine: Arc<MemoryEngine>,
+        policy: Policy,
+        options: Options,
+    ) -> Result<Limiter> {
+        Ok(Limiter {
+            runtime: runtime()?,
+            inner: crate::Limiter::memory_on(engine, policy, options),
         })
     }
 

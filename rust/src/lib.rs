@@ -207,13 +207,17 @@ impl Limiter {
     }
 
     /// A limiter on the embedded in-memory engine: one process, no Redis,
-    /// the same decisions.
+    /// the same decisions. The engine is the limiter's own (and its clones');
+    /// [`Limiter::memory_on`] shares one between limiters.
     pub fn memory(policy: Policy, options: Options) -> Limiter {
-        Self::with_store(
-            policy,
-            Store::Memory(Arc::new(MemoryEngine::new())),
-            options,
-        )
+        Self::memory_on(Arc::new(MemoryEngine::new()), policy, options)
+    }
+
+    /// A limiter on `engine`, which other limiters may share whatever their
+    /// policies, as limiters on one Redis share its keys: a limiter of a
+    /// changed policy then sees what the earlier one recorded.
+    pub fn memory_on(engine: Arc<MemoryEngine>, policy: Policy, options: Options) -> Limiter {
+        Self::with_store(policy, Store::Memory(engine), options)
     }
 
     fn with_store(policy: Policy, store: Store, options: Options) -> Limiter {

@@ -433,6 +433,30 @@ fn a_timeout_below_one_ms_is_invalid_argument_naming_the_field() {
 }
 
 #[test]
+fn limiters_on_one_memory_engine_share_its_keys_as_on_redis() {
+    // A changed policy (limit 5, then 3) over the same keys sees what the
+    // earlier limiter recorded, on a shared engine as on one Redis; a limiter
+    // of its own engine sees nothing.
+    let ns = unique_namespace("shared");
+    let of = |limit| Policy::new(&ns, "geocode", Algorithm::SlidingLog, limit, 1000).unwrap();
+    let redis = [connect(of(5)), connect(of(3))];
+    let engine = std::sync::Arc::new(slidelimit::MemoryEngine::new());
+    let shared = [
+        blocking::Limiter::memory_on(engine.clone(), of(5), Options::default()).unwrap(),
+        blocking::Limiter::memory_on(engine, of(3), Options::default()).unwrap(),
+    ];
+    for [first, second] in [&redis, &shared] {
+        assert_eq!(first.acquire_at("t", 2, 1000).unwrap().remaining, 3);
+        let d = second.acquire_at("t", 1, 1001).unwrap();
+        assert!(d.allowed);
+        assert_eq!(d.remaining, 0, "the second limiter counts the first's 2");
+        assert!(!second.acquire_at("t", 1, 1002).unwrap().allowed);
+    }
+    let own = blocking::Limiter::memory(of(3), Options::default()).unwrap();
+    assert_eq!(own.acquire_at("t", 1, 1003).unwrap().remaining, 2);
+}
+
+#[test]
 fn bad_options_are_invalid_argument_even_with_redis_out_of_reach() {
     // Options are checked before the connect: a bad one is the caller's
     // mistake, never `unavailable`, whatever the state of Redis.

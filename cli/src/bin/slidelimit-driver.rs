@@ -13,7 +13,7 @@ mod decision_json;
 use decision_json::{decision_json, error_json, json_str};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use slidelimit::{slot, Algorithm, Error, Limit, Limiter, Options, Policy};
+use slidelimit::{slot, Algorithm, Error, Limit, Limiter, MemoryEngine, Options, Policy};
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -308,7 +308,9 @@ impl LimitFields {
 
 #[derive(Clone)]
 enum StoreKind {
-    Memory,
+    /// One engine per store: every policy's limiter shares it, as they
+    /// would share one Redis.
+    Memory(Arc<MemoryEngine>),
     Redis(String),
     Cluster(Vec<String>),
 }
@@ -337,7 +339,7 @@ impl Driver {
 
     fn store(&mut self, f: &Fields) -> OpResult {
         let kind = match f.str("kind")? {
-            "memory" => StoreKind::Memory,
+            "memory" => StoreKind::Memory(Arc::new(MemoryEngine::new())),
             "redis" => StoreKind::Redis(f.str("url")?.to_owned()),
             "cluster" => {
                 let urls = match f.get("urls") {
@@ -425,7 +427,9 @@ impl Driver {
                 .collect::<Result<Vec<_>, _>>()?;
             let policy = Policy::with_limits(namespace, resource, &limits)?;
             match &store.kind {
-                StoreKind::Memory => Ok(Limiter::memory(policy, options)),
+                StoreKind::Memory(engine) => {
+                    Ok(Limiter::memory_on(engine.clone(), policy, options))
+                }
                 StoreKind::Redis(url) => Limiter::connect(url, policy, options).await,
                 StoreKind::Cluster(urls) => {
                     let urls: Vec<&str> = urls.iter().map(String::as_str).collect();

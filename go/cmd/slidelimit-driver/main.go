@@ -364,10 +364,12 @@ func (r *request) uint(name string) (uint64, error) {
 	return u, err
 }
 
-// store is what the last store op set up: a Redis client, or none for the
-// memory engine, and the Limiter options every policy gets.
+// store is what the last store op set up: a Redis client, or the memory
+// engine every policy's Limiter shares (as they would share one Redis), and
+// the Limiter options every policy gets.
 type store struct {
 	client  redis.UniversalClient // nil: memory
+	engine  *slidelimit.MemoryEngine
 	options []slidelimit.Option
 }
 
@@ -391,6 +393,9 @@ func (d *driver) close() {
 	d.dropLimiter()
 	if d.store != nil && d.store.client != nil {
 		d.store.client.Close()
+	}
+	if d.store != nil && d.store.engine != nil {
+		d.store.engine.Close()
 	}
 	d.store = nil
 }
@@ -454,8 +459,12 @@ func (d *driver) opStore(r *request) (string, error) {
 		return "", err
 	}
 	var client redis.UniversalClient
+	var engine *slidelimit.MemoryEngine
 	switch kind {
 	case "memory":
+		if engine, err = slidelimit.NewMemoryEngine(); err != nil {
+			return "", err
+		}
 	case "redis":
 		url, err := r.str("url")
 		if err != nil {
@@ -505,7 +514,7 @@ func (d *driver) opStore(r *request) (string, error) {
 		return "", protocolf("store: kind must be memory, redis or cluster, got %q", kind)
 	}
 	d.close()
-	d.store = &store{client: client, options: options}
+	d.store = &store{client: client, engine: engine, options: options}
 	return `{"ok":true}`, nil
 }
 
@@ -674,7 +683,7 @@ func (d *driver) opPolicy(r *request) (string, error) {
 	}
 	var l *slidelimit.Limiter
 	if d.store.client == nil {
-		l, err = slidelimit.NewMemory(p, options...)
+		l, err = slidelimit.NewMemory(p, append(options, slidelimit.WithMemoryEngine(d.store.engine))...)
 	} else {
 		l, err = slidelimit.New(d.store.client, p, options...)
 	}
