@@ -72,6 +72,41 @@ def _mono_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
+# Tenants whose default call (cost 1, Redis TIME) a limiter keeps: that call
+# depends on the tenant alone, and building it is most of the binding's CPU
+# per check (docs/python.md, "Benchmarks"), as in the Node binding.
+_CALL_CACHE_SIZE = 2048
+
+
+class _CallCache:
+    """Core's calls for `acquire(tenant)`, by tenant, bounded: two
+    generations approximate LRU without reordering on every hit (a hit in
+    the old one moves to the young one; a full young one replaces the old).
+    A race between threads can only cost a hit: every call kept is core's."""
+
+    __slots__ = ("_old", "_policy", "_young")
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
+        self._young: dict[str, tuple[Any, ...]] = {}
+        self._old: dict[str, tuple[Any, ...]] = {}
+
+    def acquire_call(self, tenant: str, cost: int) -> tuple[Any, ...]:
+        """Core's call for acquire(tenant, cost) on Redis TIME: kept for cost
+        1 and a str tenant, built by core (which checks both) otherwise."""
+        if not (type(cost) is int and cost == 1 and type(tenant) is str):
+            return self._policy._call(tenant, cost, None, False)
+        call = self._young.get(tenant)
+        if call is None:
+            call = self._old.get(tenant)
+            if call is None:
+                call = self._policy._call(tenant, 1, None, False)
+            if len(self._young) >= _CALL_CACHE_SIZE:
+                self._old, self._young = self._young, {}
+            self._young[tenant] = call
+        return call
+
+
 def _deny_cache(option: DenyCacheOption) -> DenyCache | None:
     """The cache `option` asks for; an int is core's to check (1 up to
     `MAX_DENY_CACHE_CAPACITY`, else InvalidArgument on deny_cache_capacity)."""
@@ -220,6 +255,7 @@ class Limiter:
         self._metrics = metrics
         self._deny_option = deny_cache
         self._deny_cache = _deny_cache(deny_cache)
+        self._calls = _CallCache(policy)
 
     @classmethod
     def from_url(
@@ -298,7 +334,7 @@ class Limiter:
         the policy, or in none), on Redis `TIME`."""
         # _run inlined: this is the hot path.
         policy = self._policy
-        call = policy._call(tenant, cost, None, False)
+        call = self._calls.acquire_call(tenant, cost)
         cache = self._deny_cache
         if cache is not None:
             sent_ms = _mono_ms()
@@ -511,6 +547,7 @@ class AsyncLimiter:
         self._metrics = metrics
         self._deny_option = deny_cache
         self._deny_cache = _deny_cache(deny_cache)
+        self._calls = _CallCache(policy)
 
     @classmethod
     def from_url(
@@ -574,7 +611,7 @@ class AsyncLimiter:
 
     async def acquire(self, tenant: str, cost: int = 1) -> Decision:
         policy = self._policy
-        call = policy._call(tenant, cost, None, False)
+        call = self._calls.acquire_call(tenant, cost)
         cache = self._deny_cache
         if cache is not None:
             sent_ms = _mono_ms()

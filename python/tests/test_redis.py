@@ -192,6 +192,60 @@ def test_bad_input_writes_nothing(
     assert keys_of(r, resource) == []
 
 
+@pytest.mark.parametrize(("bad", "field", "words"), [c for c in BAD_CALLS if "now_ms" not in c[0]])
+def test_a_kept_call_never_lets_a_bad_input_through(
+    r: redis.Redis, resource: str, bad: dict[str, object], field: str, words: str
+) -> None:
+    # acquire(tenant) keeps core's call for cost 1 by tenant; every other
+    # input still goes to core, which refuses it, once "t-1" is kept too.
+    for limiter in (
+        Limiter(r, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=3, window_ms=60_000)),
+        Limiter(r, Policy("rl", resource, Algorithm.SLIDING_COUNTER, limit=3, window_ms=60_000)),
+    ):
+        assert limiter.acquire("t-1").remaining == 2
+        args: dict[str, object] = {"tenant": "t-1", "cost": 1, **bad}
+        for _ in range(2):
+            with pytest.raises(InvalidArgument) as info:
+                limiter.acquire(args["tenant"], args["cost"])  # type: ignore[arg-type]
+            assert info.value.field == field and words in info.value.message
+        assert limiter.acquire("t-1").remaining == 1
+
+
+def test_kept_calls_are_bounded_and_decide_as_core_builds(r: redis.Redis, resource: str) -> None:
+    limiter = Limiter(r, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=2, window_ms=60_000))
+
+    class Tenant(str):
+        pass
+
+    assert limiter.acquire("t-0").remaining == 1
+    # More tenants than the limiter keeps calls for: t-0's falls out and is
+    # built again; a str subclass and cost 2 are built by core each time.
+    for i in range(1, 2 * slidelimit._limiter._CALL_CACHE_SIZE + 2):
+        assert limiter.acquire(f"t-{i}").remaining == 1
+    assert len(limiter._calls._young) <= slidelimit._limiter._CALL_CACHE_SIZE
+    assert limiter.acquire(Tenant("t-0")).remaining == 0
+    assert not limiter.acquire("t-0").allowed
+    assert limiter.acquire("t-1", 1).remaining == 0
+    assert not limiter.acquire("t-2", 2).allowed
+    assert sorted(keys_of(r, resource)) == sorted(
+        limiter.key(f"t-{i}").encode() for i in range(2 * slidelimit._limiter._CALL_CACHE_SIZE + 2)
+    )
+
+
+async def test_async_kept_calls_decide_as_core_builds(redis_url: str, resource: str) -> None:
+    client = redis.asyncio.Redis.from_url(redis_url)
+    limiter = AsyncLimiter(
+        client, Policy("rl", resource, Algorithm.SLIDING_LOG, limit=2, window_ms=60_000)
+    )
+    assert [(await limiter.acquire("t")).remaining for _ in range(2)] == [1, 0]
+    assert not (await limiter.acquire("t")).allowed
+    with pytest.raises(InvalidArgument):
+        await limiter.acquire("t", True)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument):
+        await limiter.acquire("")
+    await client.aclose()
+
+
 def test_wrongtype_names_the_key(r: redis.Redis, resource: str) -> None:
     limiter = Limiter(
         r, Policy("rl", resource, Algorithm.SLIDING_COUNTER, limit=3, window_ms=1_000)

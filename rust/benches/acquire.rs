@@ -9,7 +9,10 @@
 //! round): the work the binding adds, free of the server's and the network's
 //! share and steadier than throughput on a busy machine.
 //! Each side has its own tenant, reset before every round, so both see the same
-//! regime. Needs a Redis at `SLIDELIMIT_TEST_REDIS_URL`:
+//! regime. The binding's local deny cache is off: with it a denial never
+//! reaches Redis, and this bench would time the cache against a round trip
+//! (its effect is `audit/flood`'s measure, `make bench-flood`). Needs a Redis
+//! at `SLIDELIMIT_TEST_REDIS_URL`:
 //!
 //! `scripts/with-redis.sh cargo bench -p slidelimit --bench acquire [FILTER]`
 
@@ -156,7 +159,11 @@ impl Bench {
                 String::new(), // server time, as acquire() uses
             ],
         };
-        let limiter = Limiter::connect(url, policy, Options::default())
+        let options = Options {
+            deny_cache: None,
+            ..Options::default()
+        };
+        let limiter = Limiter::connect(url, policy, options)
             .await
             .expect("binding connects");
         Bench {
