@@ -34,6 +34,7 @@ pub use slidelimit_core::{
 
 use redis_io::Connection;
 use slidelimit_core::DenyCache;
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -97,6 +98,38 @@ enum Store {
     Memory(Arc<MemoryEngine>),
 }
 
+/// Tenants whose default call a limiter keeps (each generation).
+const KEPT_CALLS: usize = 2048;
+
+/// Core's call for `acquire(tenant)` (cost 1, Redis `TIME`) by tenant: it
+/// depends on the tenant alone, and building it is much of the binding's
+/// CPU per check. Two generations approximate LRU without reordering on
+/// every hit (a hit in the old one moves to the young one; a full young one
+/// replaces the old), as in the Node and Python bindings.
+#[derive(Default)]
+struct KeptCalls {
+    young: HashMap<String, Arc<ScriptCall>>,
+    old: HashMap<String, Arc<ScriptCall>>,
+}
+
+impl KeptCalls {
+    fn get(&mut self, tenant: &str) -> Option<Arc<ScriptCall>> {
+        if let Some(call) = self.young.get(tenant) {
+            return Some(call.clone());
+        }
+        let (tenant, call) = self.old.remove_entry(tenant)?;
+        self.keep(tenant, call.clone());
+        Some(call)
+    }
+
+    fn keep(&mut self, tenant: String, call: Arc<ScriptCall>) {
+        if self.young.len() >= KEPT_CALLS {
+            self.old = std::mem::take(&mut self.young);
+        }
+        self.young.insert(tenant, call);
+    }
+}
+
 /// A rate limiter for one policy; cheap to clone, safe to share across tasks.
 #[derive(Clone)]
 pub struct Limiter {
@@ -104,6 +137,7 @@ pub struct Limiter {
     store: Store,
     options: Options,
     denials: Option<Arc<LocalDenials>>,
+    calls: Arc<Mutex<KeptCalls>>,
 }
 
 fn unavailable_after(timeout: Duration, what: &str) -> Error {
@@ -226,7 +260,33 @@ impl Limiter {
             store,
             options,
             denials: None,
+            calls: Arc::default(),
         }
+    }
+
+    /// Core's call for this check: a kept one for `acquire(tenant)` on Redis
+    /// time, else built (and checked) by core.
+    fn call(
+        &self,
+        tenant: &str,
+        cost: u64,
+        now_ms: Option<u64>,
+        mode: Mode,
+    ) -> Result<Arc<ScriptCall>> {
+        if !(cost == 1 && now_ms.is_none() && mode == Mode::Acquire) {
+            return self
+                .policy
+                .build_call(tenant, cost, now_ms, mode)
+                .map(Arc::new);
+        }
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(call) = calls.get(tenant) {
+            return Ok(call);
+        }
+        // Core refuses a bad tenant here, so only good calls are kept.
+        let call = Arc::new(self.policy.build_call(tenant, 1, None, Mode::Acquire)?);
+        calls.keep(tenant.to_owned(), call.clone());
+        Ok(call)
     }
 
     pub fn policy(&self) -> &Policy {
@@ -284,7 +344,7 @@ impl Limiter {
         now_ms: Option<u64>,
         mode: Mode,
     ) -> Result<Decision> {
-        let call = self.policy.build_call(tenant, cost, now_ms, mode)?;
+        let call = self.call(tenant, cost, now_ms, mode)?;
         // Only server-time acquires use the deny cache: a caller's time has
         // nothing to do with this process's clock.
         // The monotonic time is taken before the call: Redis decides after

@@ -457,6 +457,37 @@ fn limiters_on_one_memory_engine_share_its_keys_as_on_redis() {
 }
 
 #[test]
+fn kept_calls_decide_as_core_builds_and_refuse_what_core_refuses() {
+    // acquire(tenant) keeps core's call by tenant (two generations of 2,048):
+    // every decision stays the one core's fresh call gives, every bad input
+    // is still refused, and a tenant that fell out is built again.
+    let p = policy(Algorithm::SlidingLog, 2, 60_000);
+    let tenants = 2 * 2048 + 2;
+    let redis = connect(p.clone());
+    let memory = blocking::Limiter::memory(p, Options::default()).unwrap();
+    for limiter in [&redis, &memory] {
+        assert_eq!(limiter.acquire("t-0").unwrap().remaining, 1);
+        for (tenant, cost) in [("t-0", 0), ("t-0", 3), ("", 1)] {
+            let e = limiter.acquire_n(tenant, cost).unwrap_err();
+            assert_eq!(
+                e.code(),
+                ErrorCode::InvalidArgument,
+                "{tenant:?} {cost}: {e}"
+            );
+        }
+        assert_eq!(limiter.acquire("").unwrap_err().field(), Some("tenant"));
+        for i in 1..tenants {
+            assert_eq!(limiter.acquire(&format!("t-{i}")).unwrap().remaining, 1);
+        }
+        assert_eq!(limiter.acquire("t-0").unwrap().remaining, 0);
+        assert!(!limiter.acquire("t-0").unwrap().allowed);
+        assert_eq!(limiter.acquire_n("t-1", 1).unwrap().remaining, 0);
+        assert!(!limiter.acquire_n("t-2", 2).unwrap().allowed);
+        assert_eq!(limiter.peek("t-3", 1).unwrap().remaining, 0);
+    }
+}
+
+#[test]
 fn bad_options_are_invalid_argument_even_with_redis_out_of_reach() {
     // Options are checked before the connect: a bad one is the caller's
     // mistake, never `unavailable`, whatever the state of Redis.
