@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -316,7 +317,9 @@ type Limiter struct {
 	clientHonoursCtx bool
 	// deny is the local deny cache (nil when off); monoStart is the origin
 	// of its monotonic clock.
-	deny      *denyCacheHandle
+	deny *denyCacheHandle
+	// calls keeps core's call for Acquire(tenant) by tenant.
+	calls     keptCalls
 	monoStart time.Time
 
 	// In memory:
@@ -454,6 +457,7 @@ func (l *Limiter) Policy() Policy {
 // Close releases the C memory the Limiter holds; it does not close the Redis
 // client. Safe to call more than once; later checks return ErrClosed.
 func (l *Limiter) Close() error {
+	l.calls.close()
 	l.handle.free()
 	if l.memory != nil && !l.sharedMemory {
 		l.memory.free()
@@ -562,8 +566,79 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 // since the Limiter was made.
 func (l *Limiter) monoMs() uint64 { return uint64(max(time.Since(l.monoStart).Milliseconds(), 0)) }
 
+// keptCallsMax is how many tenants' calls each generation of keptCalls holds.
+const keptCallsMax = 2048
+
+// keptCalls holds core's call for Acquire(tenant) (cost 1, Redis TIME) by
+// tenant: it depends on the tenant alone, and building it is much of the
+// binding's CPU per check. Two generations approximate LRU without
+// reordering on every hit (a hit in the old one moves to the young one; a
+// full young one replaces the old), as in the other bindings. The calls
+// are never written after core built them, so checks share them.
+type keptCalls struct {
+	mu         sync.Mutex
+	young, old map[string]scriptCall
+	// closed: the Limiter is closed, so every check goes to core (ErrClosed).
+	closed bool
+}
+
+func (k *keptCalls) get(tenant string) (scriptCall, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return scriptCall{}, false
+	}
+	if c, ok := k.young[tenant]; ok {
+		return c, true
+	}
+	c, ok := k.old[tenant]
+	if ok {
+		delete(k.old, tenant)
+		k.keepLocked(tenant, c)
+	}
+	return c, ok
+}
+
+func (k *keptCalls) keep(tenant string, c scriptCall) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.closed {
+		k.keepLocked(tenant, c)
+	}
+}
+
+func (k *keptCalls) keepLocked(tenant string, c scriptCall) {
+	if k.young == nil || len(k.young) >= keptCallsMax {
+		k.old, k.young = k.young, make(map[string]scriptCall)
+	}
+	k.young[tenant] = c
+}
+
+func (k *keptCalls) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.closed, k.young, k.old = true, nil, nil
+}
+
+// callFor is core's call for a check: a kept one for Acquire(tenant) on
+// Redis time, else built (and checked) by core.
+func (l *Limiter) callFor(tenant string, cost uint64, now *uint64, mode callMode) (scriptCall, error) {
+	if cost != 1 || now != nil || mode != modeAcquire {
+		return l.handle.buildCall(tenant, cost, now, mode)
+	}
+	if c, ok := l.calls.get(tenant); ok {
+		return c, nil
+	}
+	// Core refuses a bad tenant here, so only good calls are kept.
+	c, err := l.handle.buildCall(tenant, 1, nil, modeAcquire)
+	if err == nil {
+		l.calls.keep(tenant, c)
+	}
+	return c, err
+}
+
 func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {
-	call, err := l.handle.buildCall(tenant, cost, now, mode)
+	call, err := l.callFor(tenant, cost, now, mode)
 	if err != nil {
 		return Decision{}, err
 	}

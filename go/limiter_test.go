@@ -120,6 +120,74 @@ func TestBadCallsNeverReachRedis(t *testing.T) {
 	wantCode(t, err, slidelimit.ErrInvalidArgument, "tenant:")
 }
 
+// Acquire keeps core's call by tenant (two generations of 2,048): every
+// decision stays the one a fresh call gives, every bad input is still
+// refused, a tenant that fell out is built again, and a closed Limiter
+// never reaches Redis with a kept call.
+func TestKeptCallsDecideAsCoreBuilds(t *testing.T) {
+	client := testredis.Client(t, nil)
+	p := testPolicy(t, slidelimit.SlidingLog, 2, 60_000)
+	// Its own namespace: go test runs this package three times on one Redis.
+	p.Namespace = fmt.Sprintf("rl-kept-%d", time.Now().UnixNano())
+	l := newRedisLimiter(t, client, p)
+	want := func(d slidelimit.Decision, err error, allowed bool, remaining uint64) {
+		t.Helper()
+		if err != nil || d.Allowed != allowed || d.Remaining != remaining {
+			t.Fatalf("got %+v, %v; want allowed %v, remaining %d", d, err, allowed, remaining)
+		}
+	}
+	d, err := l.Acquire(ctx, "t-0")
+	want(d, err, true, 1)
+	_, err = l.AcquireN(ctx, "t-0", 0)
+	wantCode(t, err, slidelimit.ErrInvalidArgument, "cost:")
+	_, err = l.AcquireN(ctx, "t-0", 3)
+	wantCode(t, err, slidelimit.ErrInvalidArgument, "cost:")
+	for range 2 {
+		_, err = l.Acquire(ctx, "")
+		wantCode(t, err, slidelimit.ErrInvalidArgument, "tenant:")
+	}
+	const tenants = 2*2048 + 2
+	for i := 1; i < tenants; i++ {
+		d, err := l.Acquire(ctx, fmt.Sprintf("t-%d", i))
+		want(d, err, true, 1)
+	}
+	d, err = l.Acquire(ctx, "t-0")
+	want(d, err, true, 0)
+	d, err = l.AcquireN(ctx, "t-1", 1)
+	want(d, err, true, 0)
+	d, err = l.AcquireN(ctx, "t-2", 2)
+	want(d, err, false, 1)
+	d, err = l.Peek(ctx, "t-3", 1)
+	want(d, err, true, 0)
+
+	calls := evalshaCalls(t, client)
+	_ = l.Close()
+	if _, err := l.Acquire(ctx, "t-4"); !errors.Is(err, slidelimit.ErrClosed) {
+		t.Fatalf("a closed Limiter with the call kept: want ErrClosed, got %v", err)
+	}
+	if got := evalshaCalls(t, client); got != calls {
+		t.Fatalf("a closed Limiter reached Redis: EVALSHA calls %d, then %d", calls, got)
+	}
+}
+
+func evalshaCalls(t *testing.T, client redis.UniversalClient) int {
+	t.Helper()
+	info, err := client.Info(ctx, "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+			n, err := strconv.Atoi(rest[:strings.IndexByte(rest, ',')])
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
 func TestKeysComeFromCore(t *testing.T) {
 	l := newMemoryLimiter(t, slidelimit.Policy{Namespace: "rl", Resource: "geocode", Algorithm: slidelimit.SlidingLog, Limit: 600, WindowMs: 60_000})
 	key, err := l.Key("a}b")
