@@ -170,8 +170,11 @@ fn check_timeout(timeout: Duration) -> Result<()> {
     slidelimit_core::check_timeout_ms(ms).map(drop)
 }
 
-/// The deny cache `options` ask for, or `invalid_argument` on its capacity.
-fn local_denials(options: &Options) -> Result<Option<Arc<LocalDenials>>> {
+/// Checks every option before a connect, so that a bad one is
+/// `invalid_argument` even when Redis is out of reach; the deny cache they
+/// ask for.
+fn checked_options(options: &Options) -> Result<Option<Arc<LocalDenials>>> {
+    check_timeout(options.timeout)?;
     let Some(capacity) = options.deny_cache else {
         return Ok(None);
     };
@@ -192,10 +195,7 @@ impl Limiter {
     /// Connects to a standalone Redis (`redis://`, or `rediss://` for TLS).
     /// The connection reconnects by itself after a restart.
     pub async fn connect(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
-        // Every option is checked before the connect: a bad one is
-        // invalid_argument even when Redis is out of reach.
-        check_timeout(options.timeout)?;
-        let denials = local_denials(&options)?;
+        let denials = checked_options(&options)?;
         let timeout = options.timeout;
         let tls_ca = options.tls_ca_pem.as_deref();
         let connection =
@@ -219,8 +219,7 @@ impl Limiter {
         policy: Policy,
         options: Options,
     ) -> Result<Limiter> {
-        check_timeout(options.timeout)?;
-        let denials = local_denials(&options)?;
+        let denials = checked_options(&options)?;
         let timeout = options.timeout;
         let tls_ca = options.tls_ca_pem.as_deref();
         let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout, tls_ca))
@@ -264,21 +263,8 @@ impl Limiter {
         }
     }
 
-    /// Core's call for this check: a kept one for `acquire(tenant)` on Redis
-    /// time, else built (and checked) by core.
-    fn call(
-        &self,
-        tenant: &str,
-        cost: u64,
-        now_ms: Option<u64>,
-        mode: Mode,
-    ) -> Result<Arc<ScriptCall>> {
-        if !(cost == 1 && now_ms.is_none() && mode == Mode::Acquire) {
-            return self
-                .policy
-                .build_call(tenant, cost, now_ms, mode)
-                .map(Arc::new);
-        }
+    /// Core's call for `acquire(tenant)` (cost 1, Redis time), kept by tenant.
+    fn kept_call(&self, tenant: &str) -> Result<Arc<ScriptCall>> {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(call) = calls.get(tenant) {
             return Ok(call);
@@ -344,7 +330,16 @@ impl Limiter {
         now_ms: Option<u64>,
         mode: Mode,
     ) -> Result<Decision> {
-        let call = self.call(tenant, cost, now_ms, mode)?;
+        // The default acquire's call is kept; any other is built (and
+        // checked) by core each time.
+        let (kept, built);
+        let call: &ScriptCall = if cost == 1 && now_ms.is_none() && mode == Mode::Acquire {
+            kept = self.kept_call(tenant)?;
+            &kept
+        } else {
+            built = self.policy.build_call(tenant, cost, now_ms, mode)?;
+            &built
+        };
         // Only server-time acquires use the deny cache: a caller's time has
         // nothing to do with this process's clock.
         // The monotonic time is taken before the call: Redis decides after
@@ -364,7 +359,7 @@ impl Limiter {
             }
         }
         let reply = match &self.store {
-            Store::Memory(engine) => engine.eval(&call, system_now_ms())?,
+            Store::Memory(engine) => engine.eval(call, system_now_ms())?,
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
                 let deadline = tokio::time::Instant::now() + timeout;
@@ -372,7 +367,7 @@ impl Limiter {
                     timeout,
                     connection,
                     "the script",
-                    connection.run_script(&call, deadline),
+                    connection.run_script(call, deadline),
                 )
                 .await?
             }
