@@ -1317,6 +1317,23 @@ def framing(ctx):
     ]
     for request in mistyped:
         _protocol_reply(ctx, d, request, f"{request['op']} with a field of another type")
+    # A fault the driver cannot read wins over any other, wherever it sits:
+    # the driver reads the whole request before a value reaches the binding
+    # (a typed binding refuses a -1 as its type's refusal, which must not
+    # come first because its field does).
+    limit_and_window = [{"limit": -1, "window_ms": 1000}, {"limit": 3, "window_ms": "9000"}]
+    two_faults: list[dict[str, Any]] = [
+        {"op": "acquire_at", "tenant": "t", "cost": -1, "now_ms": str(T)},
+        {"op": "acquire_at", "tenant": "t", "cost": -1},
+        {"op": "acquire_at", "tenant": "\ud800", "cost": 1},
+        {"op": "acquire", "tenant": BeyondDouble("1e400")},
+        {"op": "policy", **good, "limit": -1, "window_ms": "1000"},
+        {"op": "policy", **good, "limit": -1, "deny_cache": 5},
+        {"op": "policy", "namespace": "framing", "resource": "geocode", "limits": limit_and_window},
+        {"op": "store", "kind": "cluster", "urls": []},
+    ]
+    for request in two_faults:
+        _protocol_reply(ctx, d, request, f"{request['op']} with a protocol fault and another")
     expect_decision(
         ctx,
         d.req(op="acquire_at", tenant="t", now_ms=T, cost=2),
@@ -1324,6 +1341,34 @@ def framing(ctx):
         allowed=True,
         remaining=0,
     )
+    # A list of more limits than a policy holds is refused as such, whatever
+    # its entries hold (docs/driver.md): no binding reads an entry first.
+    one = {"algorithm": "sliding_log", "limit": 3}
+    nine = [{**one, "window_ms": 1000 * (i + 1)} for i in range(8)]
+    for entry, what in (
+        ({**one, "limit": -1, "window_ms": 9000}, "a negative limit"),
+        ({**one, "limit": 1.5, "window_ms": 9000}, "a fraction"),
+        ({**one, "window_ms": 2**64}, "a window past 2^64 - 1"),
+        ({**one, "algorithm": "fixed_window", "window_ms": 9000}, "an unknown algorithm"),
+        ({"limit": 3}, "no window"),
+    ):
+        reply = d.req(op="policy", namespace="framing", resource="geocode", limits=[*nine, entry])
+        expect_error(
+            ctx, reply, f"nine limits, the ninth with {what}", "invalid_argument", "limits"
+        )
+    # The refused policy's error answers every call, but a call the driver
+    # cannot read is still a protocol error.
+    _protocol_reply(
+        ctx, d, {"op": "acquire_at", "tenant": "t"}, "acquire_at after a refused policy"
+    )
+    expect_error(
+        ctx,
+        d.req(op="acquire", tenant="t"),
+        "acquire after a refused policy",
+        "invalid_argument",
+        "limits",
+    )
+    d.ok("the policy again", op="policy", **good)
     # A new policy on the same memory store sees what the earlier one
     # recorded, as on one Redis; only a new store starts empty.
     d.ok("a new policy", op="policy", **{**good, "limit": 4})

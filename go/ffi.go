@@ -62,6 +62,10 @@ var _ = [1]struct{}{}[ErrInvalidArgument-Code(C.SLIDELIMIT_RESULT_INVALID_ARGUME
 // msgCap is the size of the buffer that receives a failure's message.
 const msgCap = 512
 
+// maxLimits is the header's SLIDELIMIT_MAX_LIMITS (ffi_nocgo.go's value on
+// the wasm path).
+const maxLimits = C.SLIDELIMIT_MAX_LIMITS
+
 // liveHandles counts the C objects (policies and memory engines) this
 // process holds: +1 when one is made, -1 when Close or a finalizer frees it.
 // Tests read it (export_test.go) to prove that finalizers free dropped
@@ -123,6 +127,9 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 	buckets := make([]C.uint64_t, max(n, 1))
 	given := make([]C.bool, max(n, 1))
 	for i, s := range specs {
+		if n > maxLimits {
+			break // core refuses the count before it reads any limit
+		}
 		alg, err := parseAlgorithm(string(s.algorithm))
 		if err != nil {
 			return nil, forLimit(err, i, len(specs))

@@ -40,6 +40,11 @@ var (
 	DefaultAlgorithm = defaultAlgorithm()
 )
 
+// MaxLimits is the most limits a Policy's Limits may hold (core's
+// MAX_LIMITS). A longer list is refused as ErrInvalidArgument on limits,
+// whatever its entries hold.
+const MaxLimits = maxLimits
+
 // Policy is one rate limit: at most Limit permits per rolling window for each
 // tenant, under keys `<Namespace>:{<Resource>:<tenant>}:...`; or, with
 // Limits, several limits checked together. It is validated by
@@ -144,6 +149,10 @@ func (p Policy) specs() ([]limitSpec, error) {
 		}
 	}
 	specs := make([]limitSpec, len(p.Limits))
+	if len(p.Limits) > MaxLimits {
+		// Core refuses the count before it reads any limit.
+		return specs, nil
+	}
 	for i, l := range p.Limits {
 		// Core's naming: a field of one limit is the single policy's field.
 		prefix := ""

@@ -184,6 +184,10 @@ func TestMultiLimitValidationNamesTheLimit(t *testing.T) {
 		{with(slidelimit.Limit{Limit: 5}), "window_ms"}, // one limit: the single policy's names
 		{with(), "limits"},                              // empty
 		{with(log, log, log, log, log, log, log, log, log), "limits"},
+		// Too many is the list's fault, whatever its entries hold: checked
+		// before any entry's Window or Algorithm.
+		{with(log, log, log, log, log, log, log, log, slidelimit.Limit{Limit: 5, Window: -time.Second}), "limits"},
+		{with(log, log, log, log, log, log, log, log, slidelimit.Limit{Algorithm: "fixed_window"}), "limits"},
 		{both, "limits"},
 	}
 	for _, c := range cases {

@@ -165,8 +165,8 @@ class Store:
             self.url = f.string("url")
         elif self.kind == "cluster":
             urls = f.request.get("urls")
-            if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
-                raise Protocol("store: urls must be a list of strings")
+            if not isinstance(urls, list) or not urls or not all(isinstance(u, str) for u in urls):
+                raise Protocol("store: urls must be a non-empty list of strings")
             self.urls = urls
         elif self.kind != "memory":
             raise Protocol(f"store: kind must be memory, redis or cluster, got {self.kind!r}")
@@ -236,15 +236,18 @@ class Driver:
             return OK
         if op == "load":
             return self.load(f)
-        limiter = self.current(op)
+        # The whole request is read before the limiter (or its policy's
+        # error) answers: a request the driver cannot read is a protocol error.
         cost = f.opt_number("cost")
         costs = {} if cost is None else {"cost": cost}
+        now_ms = f.number("now_ms") if op == "acquire_at" else f.opt_number("now_ms")
+        limiter = self.current(op)
         if op == "acquire":
             d = limiter.acquire(tenant, **costs)
         elif op == "acquire_at":
-            d = limiter.acquire_at(tenant, f.number("now_ms"), **costs)
+            d = limiter.acquire_at(tenant, now_ms, **costs)
         else:
-            d = limiter.peek(tenant, now_ms=f.opt_number("now_ms"), **costs)
+            d = limiter.peek(tenant, now_ms=now_ms, **costs)
         return decision_line(d)
 
     def policy(self, f: Fields) -> str:

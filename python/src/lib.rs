@@ -269,8 +269,14 @@ impl Policy {
                 };
                 let items: Vec<Bound<'_, PyAny>> = iter.collect::<PyResult<_>>()?;
                 let mut converted = Vec::with_capacity(items.len());
-                for (index, item) in items.iter().enumerate() {
-                    converted.push(limit_arg(py, index, items.len(), item)?.py_err(py)?);
+                if items.len() > core::MAX_LIMITS {
+                    // Core refuses the count before it reads any limit.
+                    let unread = core::Limit::new(core::DEFAULT_ALGORITHM, 1, 1);
+                    converted.resize(items.len(), unread);
+                } else {
+                    for (index, item) in items.iter().enumerate() {
+                        converted.push(limit_arg(py, index, items.len(), item)?.py_err(py)?);
+                    }
                 }
                 (|| {
                     let namespace = str_arg("namespace", namespace)?;

@@ -91,6 +91,11 @@ def test_validation_names_the_limit_and_field() -> None:
     assert field_of(limits=[Limit(COUNTER, 5, 1000 * (i + 1)) for i in range(MAX_LIMITS + 1)]) == (
         "limits"
     )
+    # Too many is the list's fault, whatever its entries hold: core refuses
+    # the count before it reads a limit, and so does the conversion.
+    eight_good = [Limit(COUNTER, 5, 1000 * (i + 1)) for i in range(MAX_LIMITS)]
+    for ninth in (Limit(COUNTER, 5.5, 1000), Limit(COUNTER, 5, -1), Limit("fixed", 5, 1000), "x"):
+        assert field_of(limits=[*eight_good, ninth]) == "limits", ninth
     assert field_of(limits=[log, Limit(LOG, 5, 1000)]) == "limits"  # one key twice
     assert field_of(limits=[log, {"algorithm": "sliding_log"}]) == "limits"
     assert field_of(limits="sliding_log") == "limits"

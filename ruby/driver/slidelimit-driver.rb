@@ -149,6 +149,8 @@ module SlidelimitDriver
 
     missing = e.message[/missing keywords?: :?(\w+)/, 1]
     raise unless missing
+    # The gem refuses a list too long before it reads any limit.
+    return Slidelimit::Limit.new(limit: 1, window_ms: 1) if count > Slidelimit::Native::MAX_LIMITS
 
     raise Slidelimit.invalid(count > 1 ? "limits[#{index}].#{missing}" : missing, "is required")
   end
@@ -340,27 +342,32 @@ module SlidelimitDriver
         @policy_error = nil
         SlidelimitDriver.warm(@store, CLUSTER_POOL_SIZE) if @store[:pool_size] == CLUSTER_POOL_SIZE
         OK
-      when "acquire"
-        SlidelimitDriver.decision_line(limiter.acquire(SlidelimitDriver.field(req, "tenant", :string),
-                                                       **cost(req)))
-      when "acquire_at"
-        SlidelimitDriver.decision_line(limiter.acquire_at(SlidelimitDriver.field(req, "tenant", :string),
-                                                          SlidelimitDriver.field(req, "now_ms", :number, required: true),
-                                                          **cost(req)))
-      when "peek"
-        now = SlidelimitDriver.field(req, "now_ms", :number)
-        SlidelimitDriver.decision_line(limiter.peek(SlidelimitDriver.field(req, "tenant", :string),
-                                                    now_ms: now, **cost(req)))
-      when "reset"
-        limiter.reset(SlidelimitDriver.field(req, "tenant", :string))
-        OK
-      when "key"
-        key = limiter.key(SlidelimitDriver.field(req, "tenant", :string))
-        JSON.generate({ "ok" => true, "key" => key, "slot" => Slidelimit.key_slot(key) })
+      when "acquire", "acquire_at", "peek", "reset", "key"
+        call(op, req)
       when "load"
         SlidelimitDriver.run_load(limiter, req, @store)
       else
         raise ProtocolError, "unknown op #{op.inspect}"
+      end
+    end
+
+    # A call, reset or key: the whole request is read before the limiter (or
+    # its policy's error) answers, so that a request the driver cannot read
+    # is a protocol error (docs/driver.md).
+    def call(op, req)
+      tenant = SlidelimitDriver.field(req, "tenant", :string)
+      costs = cost(req)
+      now = SlidelimitDriver.field(req, "now_ms", :number, required: op == "acquire_at")
+      case op
+      when "acquire" then SlidelimitDriver.decision_line(limiter.acquire(tenant, **costs))
+      when "acquire_at" then SlidelimitDriver.decision_line(limiter.acquire_at(tenant, now, **costs))
+      when "peek" then SlidelimitDriver.decision_line(limiter.peek(tenant, now_ms: now, **costs))
+      when "reset"
+        limiter.reset(tenant)
+        OK
+      else
+        key = limiter.key(tenant)
+        JSON.generate({ "ok" => true, "key" => key, "slot" => Slidelimit.key_slot(key) })
       end
     end
 

@@ -100,6 +100,9 @@ class TestMultiLimit < Minitest::Test
       [] => "limits",
       [ok, ok] => "limits", # the same limit twice
       Array.new(9) { |i| limit(limit: 1, window_ms: 1000 + i) } => "limits",
+      # Too many is the list's fault, whatever its entries hold.
+      [*Array.new(8) { |i| limit(limit: 1, window_ms: 1000 + i) }, limit(limit: 1.5, window_ms: 10)] => "limits",
+      [*Array.new(8) { |i| limit(limit: 1, window_ms: 1000 + i) }, { limit: 1 }] => "limits",
       [ok, { limit: 1, window_ms: 10 }] => "limits[1]",
     }
     cases.each do |limits, field|

@@ -135,12 +135,71 @@ impl<'a> Fields<'a> {
         {
             return Err(Protocol(format!("{op}: unknown field {unknown:?}")));
         }
-        Ok(Fields {
+        let fields = Fields {
             op,
             map,
             unreadable,
             path,
-        })
+        };
+        fields.check_types()?;
+        Ok(fields)
+    }
+
+    /// Every field's JSON type, before any value reaches the binding: a
+    /// request the driver cannot read is a protocol error wherever its fault
+    /// sits, never a refusal of an earlier field (docs/driver.md), as the
+    /// drivers of dynamic languages read it. Each entry of a policy's
+    /// `limits` is read the same way, and an `acquire_at` without `now_ms`
+    /// is refused here too.
+    fn check_types(&self) -> Result<(), Protocol> {
+        for (name, value) in self.map.iter().filter(|(_, v)| !v.is_null()) {
+            // A number past the doubles' range is kept as its text.
+            let beyond_doubles = self.is_in(&self.unreadable.beyond_doubles, name);
+            let fits = match name.as_str() {
+                "op" => true,
+                "namespace" | "resource" | "algorithm" | "tenant" | "kind" | "tls_ca_file"
+                | "lang" | "out" => value.is_string() && !beyond_doubles,
+                "deny_cache" => value.is_boolean(),
+                // Read by `store` for its kind alone, before any other field.
+                "url" | "urls" => true,
+                "limits" => match value.as_array() {
+                    Some(list) => {
+                        for (i, entry) in list.iter().enumerate() {
+                            let Value::Object(map) = entry else {
+                                return Err(self.wrong(name, "a list of objects"));
+                            };
+                            let path = format!("{}limits[{i}].", self.path);
+                            Fields::new(
+                                "policy limits[]",
+                                map,
+                                self.unreadable,
+                                path,
+                                &LIMIT_FIELDS,
+                            )?;
+                        }
+                        true
+                    }
+                    None => false,
+                },
+                // `load`'s schedule is the harness's own, read as it is used.
+                "active" => true,
+                _ => value.is_number() || beyond_doubles,
+            };
+            if !fits {
+                let want = match name.as_str() {
+                    "limits" => "a list of objects",
+                    "deny_cache" => "a boolean",
+                    "namespace" | "resource" | "algorithm" | "tenant" | "kind" | "tls_ca_file"
+                    | "lang" | "out" => "a string",
+                    _ => "a JSON number",
+                };
+                return Err(self.wrong(name, want));
+            }
+        }
+        if self.op == "acquire_at" && self.get("now_ms").is_none() {
+            return Err(self.missing("now_ms"));
+        }
+        Ok(())
     }
 
     fn is_in(&self, paths: &[String], name: &str) -> bool {
@@ -256,6 +315,12 @@ impl<'a> Fields<'a> {
             Some(_) => return Err(self.wrong("limits", "a list of objects").into()),
         };
         let mut limits = Vec::with_capacity(list.len());
+        if list.len() > slidelimit::MAX_LIMITS {
+            // The binding refuses the count before it reads any limit (its
+            // entries' types were read by `check_types`).
+            limits.resize_with(list.len(), LimitFields::unread);
+            return Ok(Some(limits));
+        }
         for (i, entry) in list.iter().enumerate() {
             let Value::Object(map) = entry else {
                 return Err(self.wrong("limits", "a list of objects").into());
@@ -290,6 +355,16 @@ impl LimitFields {
             window_ms: f.required_arg("window_ms")?,
             buckets: f.opt_arg("buckets")?,
         })
+    }
+
+    /// A limit the binding never reads (an entry of a list too long).
+    fn unread() -> LimitFields {
+        LimitFields {
+            algorithm: None,
+            limit: 1,
+            window_ms: 1,
+            buckets: None,
+        }
     }
 
     fn to_limit(&self) -> Result<Limit, Error> {
@@ -342,13 +417,21 @@ impl Driver {
             "memory" => StoreKind::Memory(Arc::new(MemoryEngine::new())),
             "redis" => StoreKind::Redis(f.str("url")?.to_owned()),
             "cluster" => {
+                // A number past the doubles' range is kept as its text.
                 let urls = match f.get("urls") {
+                    Some(Value::Array(a))
+                        if a.is_empty()
+                            || (f.unreadable.beyond_doubles.iter())
+                                .any(|p| p.starts_with("urls[")) =>
+                    {
+                        return Err(f.wrong("urls", "a non-empty list of strings").into())
+                    }
                     Some(Value::Array(a)) => a
                         .iter()
                         .map(|u| u.as_str().map(str::to_owned))
                         .collect::<Option<Vec<_>>>()
-                        .ok_or_else(|| f.wrong("urls", "a list of strings"))?,
-                    Some(_) => return Err(f.wrong("urls", "a list of strings").into()),
+                        .ok_or_else(|| f.wrong("urls", "a non-empty list of strings"))?,
+                    Some(_) => return Err(f.wrong("urls", "a non-empty list of strings").into()),
                     None => return Err(f.missing("urls").into()),
                 };
                 StoreKind::Cluster(urls)

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -171,7 +172,88 @@ func parseRequest(line []byte) (*request, error) {
 			return nil, protocolf("%s: unknown field %q", op, name)
 		}
 	}
-	return &request{op: op, fields: fields}, nil
+	r := &request{op: op, fields: fields}
+	if err := r.checkTypes(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// stringFields are the fields the protocol gives as JSON strings; every
+// other field but the lists and store's url is a number, deny_cache a
+// boolean.
+var stringFields = []string{"namespace", "resource", "algorithm", "tenant", "kind", "tls_ca_file", "lang", "out"}
+
+// checkTypes reads every field's JSON type before any value reaches the
+// binding: a request the driver cannot read is a protocol error wherever its
+// fault sits, never a refusal of an earlier field (docs/driver.md), as the
+// drivers of dynamic languages read it. Each entry of a policy's limits is
+// read the same way, and an acquire_at without now_ms is refused here too.
+func (r *request) checkTypes() error {
+	// In name order: a request with several faults gets the same one each time.
+	for _, name := range slices.Sorted(maps.Keys(r.fields)) {
+		v := r.fields[name]
+		var fits bool
+		want := "a JSON number"
+		switch {
+		case slices.Contains(stringFields, name):
+			_, fits = v.(string)
+			want = "a string"
+		case name == "deny_cache":
+			_, fits = v.(bool)
+			want = "a boolean"
+		case name == "url" || name == "urls": // read by store for its kind alone, before any other field
+			fits = true
+		case name == "limits":
+			if err := r.checkLimits(); err != nil {
+				return err
+			}
+			fits = true
+		case name == "active": // load's schedule: the harness's own, read as it is used
+			fits = true
+		default:
+			_, fits = v.(json.Number)
+		}
+		if !fits {
+			return r.wrong(name, want)
+		}
+	}
+	if _, ok := r.fields["now_ms"]; r.op == "acquire_at" && !ok {
+		return protocolf("%s: now_ms is required", r.op)
+	}
+	return nil
+}
+
+// checkLimits reads a policy's limits list as checkTypes reads a request:
+// a list of objects, each with the single form's fields only, of their
+// types, and no single form's field beside it.
+func (r *request) checkLimits() error {
+	list, ok := r.fields["limits"].([]any)
+	if !ok {
+		return r.wrong("limits", "a list of objects")
+	}
+	for _, name := range singleFields {
+		if _, ok := r.fields[name]; ok {
+			return protocolf("policy: limits and %s are exclusive", name)
+		}
+	}
+	for i, item := range list {
+		fields, ok := item.(map[string]any)
+		if !ok {
+			return r.wrong("limits", "a list of objects")
+		}
+		dropNulls(fields)
+		entry := &request{op: fmt.Sprintf("policy limits[%d]", i), fields: fields}
+		for name := range fields {
+			if !slices.Contains(singleFields, name) {
+				return protocolf("%s: unknown field %q", entry.op, name)
+			}
+		}
+		if err := entry.checkTypes(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keepLoneSurrogates reads again each string field that holds a lone
@@ -569,6 +651,10 @@ func readLimits(r *request) ([]limitFields, error) {
 		if _, ok := r.fields[name]; ok {
 			return nil, protocolf("policy: limits and %s are exclusive", name)
 		}
+	}
+	if len(list) > slidelimit.MaxLimits {
+		// The binding refuses the count before it reads any limit.
+		return make([]limitFields, len(list)), nil
 	}
 	limits := make([]limitFields, 0, len(list))
 	for i, item := range list {

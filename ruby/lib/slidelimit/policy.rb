@@ -155,6 +155,8 @@ module Slidelimit
       buckets = FFI::MemoryPointer.new(:uint64, n)
       given = FFI::MemoryPointer.new(:bool, n)
       specs.each_with_index do |spec, i|
+        break if count > Native::MAX_LIMITS # core refuses the count before it reads any limit
+
         unless spec.is_a?(Limit)
           raise Slidelimit.invalid("limits[#{i}]", "must be a Slidelimit::Limit, got #{spec.class} (#{spec.inspect})")
         end
