@@ -1361,6 +1361,10 @@ def framing(ctx):
     _protocol_reply(
         ctx, d, {"op": "acquire_at", "tenant": "t"}, "acquire_at after a refused policy"
     )
+    no_end = {"lang": "framing", "tenant": "t", "concurrency": 1, "start_at_ms": 0}
+    _protocol_reply(
+        ctx, d, {"op": "load", **no_end, "out": "/nonexistent/log"}, "load after a refused policy"
+    )
     expect_error(
         ctx,
         d.req(op="acquire", tenant="t"),

@@ -308,7 +308,6 @@ class Driver:
         )
 
     def load(self, f: Fields) -> str:
-        limiter = self.current("load")
         active = f.request.get("active")
         if active is not None and not (
             isinstance(active, list)
@@ -340,6 +339,9 @@ class Driver:
             skew_ms=skew_ms,
         )
         out = f.string("out")
+        # The whole request is read before the limiter (or its policy's
+        # error) answers.
+        limiter = self.current("load")
         results: list[tuple[list[str], int]] = [([], 0)] * concurrency
 
         def run(i: int) -> None:

@@ -228,7 +228,9 @@ module SlidelimitDriver
     end.each(&:join)
   end
 
-  def run_load(limiter, req, store)
+  # The whole request is read before the limiter (or its policy's error)
+  # answers: `session.limiter` is asked for last.
+  def run_load(session, req, store)
     lang = field(req, "lang", :string, required: true)
     tenant = field(req, "tenant", :string, required: true)
     cost = field(req, "cost", :number) || 1
@@ -249,6 +251,7 @@ module SlidelimitDriver
     if active && !active.all? { |p| p.is_a?(Array) && p.length == 2 && p.all? { |t| t.is_a?(Numeric) } }
       raise ProtocolError, "load: active must be a list of [from, to] pairs of numbers"
     end
+    limiter = session.limiter
 
     warm(store, concurrency)
     # More callers than the pool has clients: connection_pool hands a client
@@ -345,7 +348,7 @@ module SlidelimitDriver
       when "acquire", "acquire_at", "peek", "reset", "key"
         call(op, req)
       when "load"
-        SlidelimitDriver.run_load(limiter, req, @store)
+        SlidelimitDriver.run_load(self, req, @store)
       else
         raise ProtocolError, "unknown op #{op.inspect}"
       end

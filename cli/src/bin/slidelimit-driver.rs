@@ -567,9 +567,11 @@ impl Driver {
     }
 
     async fn load(&self, f: &Fields<'_>) -> OpResult {
-        let limiter = self.limiter("load")?.clone();
+        // The whole request is read before the limiter (or its policy's
+        // error) answers.
         let plan = Plan::read(f)?;
         let out = f.str("out")?.to_owned();
+        let limiter = self.limiter("load")?.clone();
         let (calls, errors, text) = plan.run(limiter).await;
         std::fs::write(&out, text)
             .map_err(|e| Protocol(format!("load: cannot write out {out}: {e}")))?;

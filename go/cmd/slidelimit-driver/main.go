@@ -1032,15 +1032,17 @@ func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
 }
 
 func (d *driver) opLoad(r *request) (string, error) {
-	l, err := d.needLimiter("load")
-	if err != nil {
-		return "", err
-	}
+	// The whole request is read before the limiter (or its policy's error)
+	// answers.
 	p, err := readPlan(r)
 	if err != nil {
 		return "", err
 	}
 	out, err := r.str("out")
+	if err != nil {
+		return "", err
+	}
+	l, err := d.needLimiter("load")
 	if err != nil {
 		return "", err
 	}
