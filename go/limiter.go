@@ -250,8 +250,9 @@ type Option func(*config)
 // WithTimeout bounds each Redis call; past it the check fails with
 // ErrUnavailable (never a decision). Default DefaultTimeout. Core's rule for
 // every binding: 1 ms to 2^31 - 1 ms (about 24.8 days), in whole
-// milliseconds; zero, a negative or a sub-millisecond timeout makes New and
-// NewMemory fail with ErrInvalidArgument naming timeout_ms.
+// milliseconds; zero, a negative, a sub-millisecond timeout or one with a
+// part of a millisecond (1500 * time.Microsecond) makes New and NewMemory
+// fail with ErrInvalidArgument naming timeout_ms.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithDenyCache sets the capacity (tenants) of the local deny cache that a
@@ -434,6 +435,11 @@ func newLimiter(p Policy, opts []Option) (*Limiter, error) {
 // checkTimeout applies core's rule to d in whole milliseconds (a negative
 // duration is checked as 0).
 func checkTimeout(d time.Duration) error {
+	// Whole milliseconds: 1.5 ms is refused, as the bindings that take
+	// timeout_ms refuse 1.5, never cut to 1 ms.
+	if d > time.Millisecond && d%time.Millisecond != 0 {
+		return invalidArgument("timeout_ms", fmt.Sprintf("must be a whole number of milliseconds, got %v", d))
+	}
 	var ms uint64
 	if d > 0 {
 		ms = uint64(d / time.Millisecond)

@@ -675,7 +675,8 @@ func TestTimeoutFollowsCoresRule(t *testing.T) {
 	// 1 ms (and at most 2^31 - 1 ms); anything else names timeout_ms.
 	good := testPolicy(t, slidelimit.SlidingLog, 1, 1000)
 	client := testredis.Client(t, nil)
-	for _, d := range []time.Duration{0, -time.Second, 500 * time.Microsecond, (1 << 31) * time.Millisecond} {
+	for _, d := range []time.Duration{0, -time.Second, 500 * time.Microsecond, 1500 * time.Microsecond,
+		2*time.Second + 1, (1 << 31) * time.Millisecond} {
 		_, err := slidelimit.New(client, good, slidelimit.WithTimeout(d))
 		wantCode(t, err, slidelimit.ErrInvalidArgument, "timeout_ms:")
 		_, err = slidelimit.NewMemory(good, slidelimit.WithTimeout(d))

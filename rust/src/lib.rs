@@ -43,9 +43,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 pub struct Options {
     /// Upper bound for one call, connecting and the NOSCRIPT retry included.
     /// When it passes the call fails with `unavailable`, never with a decision.
-    /// Core's rule for every binding: 1 ms to 2^31 - 1 ms (about 24.8 days);
-    /// anything else (zero, under 1 ms) makes `connect` fail with
-    /// `invalid_argument` naming `timeout_ms`.
+    /// Core's rule for every binding: 1 ms to 2^31 - 1 ms (about 24.8 days),
+    /// in whole milliseconds; anything else (zero, under 1 ms, 1.5 ms)
+    /// makes `connect` fail with `invalid_argument` naming `timeout_ms`.
     pub timeout: Duration,
     /// Prometheus metrics to update on every decision; `None` records nothing.
     pub metrics: Option<Metrics>,
@@ -164,8 +164,16 @@ async fn within<T>(
     }
 }
 
-/// The timeout by core's rule (`check_timeout_ms`), whole milliseconds.
+/// The timeout by core's rule (`check_timeout_ms`), whole milliseconds:
+/// a `Duration` with a part of a millisecond past the first (1.5 ms) is
+/// refused, as the bindings that take `timeout_ms` refuse 1.5.
 fn check_timeout(timeout: Duration) -> Result<()> {
+    if timeout > Duration::from_millis(1) && !timeout.subsec_nanos().is_multiple_of(1_000_000) {
+        return Err(Error::invalid(
+            "timeout_ms",
+            format!("must be a whole number of milliseconds, got {timeout:?}"),
+        ));
+    }
     let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
     slidelimit_core::check_timeout_ms(ms).map(drop)
 }

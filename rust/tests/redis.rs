@@ -390,7 +390,12 @@ async fn async_limiter_shares_one_budget_across_tasks() {
 #[test]
 fn a_timeout_below_one_ms_is_invalid_argument_naming_the_field() {
     // Core's rule for every binding: a check always has a deadline.
-    for timeout in [Duration::ZERO, Duration::from_micros(500)] {
+    for timeout in [
+        Duration::ZERO,
+        Duration::from_micros(500),
+        Duration::from_micros(1500),
+        Duration::from_nanos(2_000_000_001),
+    ] {
         let options = || Options {
             timeout,
             ..Options::default()
