@@ -152,47 +152,33 @@ impl<'a> Fields<'a> {
     /// `limits` is read the same way, and an `acquire_at` without `now_ms`
     /// is refused here too.
     fn check_types(&self) -> Result<(), Protocol> {
+        enum Json {
+            String,
+            Boolean,
+            Number,
+            Limits,
+        }
         for (name, value) in self.map.iter().filter(|(_, v)| !v.is_null()) {
+            let json = match name.as_str() {
+                // `url` and `urls` are read by `store` for its kind alone,
+                // before any other field; `load`'s schedule is the harness's
+                // own, read as it is used.
+                "op" | "url" | "urls" | "active" => continue,
+                "namespace" | "resource" | "algorithm" | "tenant" | "kind" | "tls_ca_file"
+                | "lang" | "out" => Json::String,
+                "deny_cache" => Json::Boolean,
+                "limits" => Json::Limits,
+                _ => Json::Number,
+            };
             // A number past the doubles' range is kept as its text.
             let beyond_doubles = self.is_in(&self.unreadable.beyond_doubles, name);
-            let fits = match name.as_str() {
-                "op" => true,
-                "namespace" | "resource" | "algorithm" | "tenant" | "kind" | "tls_ca_file"
-                | "lang" | "out" => value.is_string() && !beyond_doubles,
-                "deny_cache" => value.is_boolean(),
-                // Read by `store` for its kind alone, before any other field.
-                "url" | "urls" => true,
-                "limits" => match value.as_array() {
-                    Some(list) => {
-                        for (i, entry) in list.iter().enumerate() {
-                            let Value::Object(map) = entry else {
-                                return Err(self.wrong(name, "a list of objects"));
-                            };
-                            let path = format!("{}limits[{i}].", self.path);
-                            Fields::new(
-                                "policy limits[]",
-                                map,
-                                self.unreadable,
-                                path,
-                                &LIMIT_FIELDS,
-                            )?;
-                        }
-                        true
-                    }
-                    None => false,
-                },
-                // `load`'s schedule is the harness's own, read as it is used.
-                "active" => true,
-                _ => value.is_number() || beyond_doubles,
+            let (fits, want) = match json {
+                Json::String => (value.is_string() && !beyond_doubles, "a string"),
+                Json::Boolean => (value.is_boolean(), "a boolean"),
+                Json::Number => (value.is_number() || beyond_doubles, "a JSON number"),
+                Json::Limits => (self.check_limits(value)?, "a list of objects"),
             };
             if !fits {
-                let want = match name.as_str() {
-                    "limits" => "a list of objects",
-                    "deny_cache" => "a boolean",
-                    "namespace" | "resource" | "algorithm" | "tenant" | "kind" | "tls_ca_file"
-                    | "lang" | "out" => "a string",
-                    _ => "a JSON number",
-                };
                 return Err(self.wrong(name, want));
             }
         }
@@ -200,6 +186,22 @@ impl<'a> Fields<'a> {
             return Err(self.missing("now_ms"));
         }
         Ok(())
+    }
+
+    /// Whether `value` is a list of objects, each entry read as a request of
+    /// its own with a limit's fields (`check_types` on each).
+    fn check_limits(&self, value: &Value) -> Result<bool, Protocol> {
+        let Some(list) = value.as_array() else {
+            return Ok(false);
+        };
+        for (i, entry) in list.iter().enumerate() {
+            let Value::Object(map) = entry else {
+                return Ok(false);
+            };
+            let path = format!("{}limits[{i}].", self.path);
+            Fields::new("policy limits[]", map, self.unreadable, path, &LIMIT_FIELDS)?;
+        }
+        Ok(true)
     }
 
     fn is_in(&self, paths: &[String], name: &str) -> bool {

@@ -639,18 +639,11 @@ func readLimit(r *request) (limitFields, error) {
 
 // readLimits reads the limits list, nil when absent.
 func readLimits(r *request) ([]limitFields, error) {
-	raw, ok := r.fields["limits"]
+	// checkTypes has read the list: objects of a limit's fields, of their
+	// types, with none of the single form's fields beside it.
+	list, ok := r.fields["limits"].([]any)
 	if !ok {
 		return nil, nil
-	}
-	list, ok := raw.([]any)
-	if !ok {
-		return nil, r.wrong("limits", "a list of objects")
-	}
-	for _, name := range singleFields {
-		if _, ok := r.fields[name]; ok {
-			return nil, protocolf("policy: limits and %s are exclusive", name)
-		}
 	}
 	if len(list) > slidelimit.MaxLimits {
 		// The binding refuses the count before it reads any limit.
@@ -662,13 +655,7 @@ func readLimits(r *request) ([]limitFields, error) {
 		if !ok {
 			return nil, r.wrong("limits", "a list of objects")
 		}
-		dropNulls(fields)
 		entry := &request{op: fmt.Sprintf("policy limits[%d]", i), fields: fields}
-		for name := range fields {
-			if !slices.Contains(singleFields, name) {
-				return nil, protocolf("%s: unknown field %q", entry.op, name)
-			}
-		}
 		f, err := readLimit(entry)
 		var in *inputError
 		if errors.As(err, &in) && len(list) > 1 {
