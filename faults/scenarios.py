@@ -352,6 +352,33 @@ def unreachable(ctx):
         expect_fast_unavailable(
             ctx, d, f"{what}, timeout {timeout} ms", _redis(url, timeout), policy, CALLS, timeout
         )
+    # A server that is down when the policy is set and starts later: once it
+    # answers, calls decide, with no new policy (a binding that connects
+    # eagerly connects again, as its users retry the connect).
+    late = ctx.redis()
+    late.stop()
+    fresh = ctx.driver()
+    fresh.ok("store", op="store", **_redis(late.url, 300))
+    reply = fresh.req(op="policy", **policy)
+    if reply.get("ok") is not True:
+        expect_error(ctx, reply, "policy while the server is down", "unavailable")
+    # Another tenant: a client's offline queue may still send this call
+    # once the server is up.
+    expect_error(
+        ctx, fresh.req(op="acquire", tenant="d"), "acquire while the server is down", "unavailable"
+    )
+    key = fresh.req(op="key", tenant="t")
+    ctx.check(
+        key.get("ok") is True and key.get("key") == "dead:{geocode:t}:log:1000",
+        f"key while the server is down: {key}",
+    )
+    late.start()
+    for _ in range(4):
+        reply = fresh.req(op="acquire_at", tenant="t", now_ms=T)
+        if not is_error(reply, "unavailable"):
+            break
+        time.sleep(0.05)
+    expect_decision(ctx, reply, "acquire_at once the server is up", allowed=True, remaining=2)
 
 
 def hanging(ctx):

@@ -13,7 +13,9 @@ mod decision_json;
 use decision_json::{decision_json, error_json, json_str};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use slidelimit::{slot, Algorithm, Error, Limit, Limiter, MemoryEngine, Options, Policy};
+use slidelimit::{
+    slot, Algorithm, Error, ErrorCode, Limit, Limiter, MemoryEngine, Options, Policy,
+};
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -403,9 +405,41 @@ struct Driver {
     store: Option<Store>,
     /// The limiter of the last `policy`, or the error that policy got.
     limiter: Option<Result<Limiter, Error>>,
+    /// The last policy, when its connect found Redis out of reach (the
+    /// limiter is that `unavailable`). The Rust binding connects eagerly,
+    /// so a Rust worker retries `connect`: the driver does so before each
+    /// op that needs Redis, and answers `key` from the policy meanwhile,
+    /// as the lazily connecting bindings do (docs/driver.md).
+    unconnected: Option<(Policy, Options)>,
+}
+
+/// A limiter for `policy` on the store: the memory engine's, or a connect.
+async fn open(kind: &StoreKind, policy: Policy, options: Options) -> Result<Limiter, Error> {
+    match kind {
+        StoreKind::Memory(engine) => Ok(Limiter::memory_on(engine.clone(), policy, options)),
+        StoreKind::Redis(url) => Limiter::connect(url, policy, options).await,
+        StoreKind::Cluster(urls) => {
+            let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
+            Limiter::connect_cluster(&urls, policy, options).await
+        }
+    }
 }
 
 impl Driver {
+    /// Connects again for a policy whose connect found Redis out of reach.
+    async fn connect_again(&mut self) {
+        let (Some((policy, options)), Some(store)) = (&self.unconnected, &self.store) else {
+            return;
+        };
+        match open(&store.kind, policy.clone(), options.clone()).await {
+            Ok(limiter) => {
+                self.limiter = Some(Ok(limiter));
+                self.unconnected = None;
+            }
+            Err(e) => self.limiter = Some(Err(e)),
+        }
+    }
+
     fn limiter(&self, op: &str) -> Result<&Limiter, Reply> {
         match &self.limiter {
             Some(Ok(l)) => Ok(l),
@@ -458,6 +492,7 @@ impl Driver {
         }
         self.store = Some(Store { kind, options });
         self.limiter = None;
+        self.unconnected = None;
         Ok(OK.to_owned())
     }
 
@@ -493,6 +528,7 @@ impl Driver {
             // error until the next policy.
             Err(Reply::Binding(e)) => {
                 self.limiter = Some(Err(e.clone()));
+                self.unconnected = None;
                 return Err(Reply::Binding(e));
             }
             Err(protocol) => return Err(protocol),
@@ -503,6 +539,7 @@ impl Driver {
             options.deny_cache = None;
         }
         self.limiter = None;
+        self.unconnected = None;
         let built = async {
             // A bad algorithm is named as core names any field of a limit.
             let limits = limits
@@ -511,16 +548,11 @@ impl Driver {
                 .map(|(i, l)| l.to_limit().map_err(|e| e.for_limit(i, limits.len())))
                 .collect::<Result<Vec<_>, _>>()?;
             let policy = Policy::with_limits(namespace, resource, &limits)?;
-            match &store.kind {
-                StoreKind::Memory(engine) => {
-                    Ok(Limiter::memory_on(engine.clone(), policy, options))
-                }
-                StoreKind::Redis(url) => Limiter::connect(url, policy, options).await,
-                StoreKind::Cluster(urls) => {
-                    let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-                    Limiter::connect_cluster(&urls, policy, options).await
-                }
+            let opened = open(&store.kind, policy.clone(), options.clone()).await;
+            if matches!(&opened, Err(e) if e.code() == ErrorCode::Unavailable) {
+                self.unconnected = Some((policy, options));
             }
+            opened
         }
         .await;
         let reply = match &built {
@@ -559,8 +591,10 @@ impl Driver {
     }
 
     fn key(&self, f: &Fields) -> OpResult {
-        let limiter = self.limiter("key")?;
-        let key = limiter.policy().key(f.tenant()?)?;
+        let key = match &self.unconnected {
+            Some((policy, _)) => policy.key(f.tenant()?)?,
+            None => self.limiter("key")?.policy().key(f.tenant()?)?,
+        };
         Ok(format!(
             "{{\"ok\":true,\"key\":{},\"slot\":{}}}",
             json_str(&key),
@@ -885,10 +919,15 @@ fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) ->
                     "exit" => Ok(OK.to_owned()),
                     "store" => driver.store(&f),
                     "policy" => driver.policy(&f).await,
-                    "reset" => driver.reset(&f).await,
                     "key" => driver.key(&f),
-                    "load" => driver.load(&f).await,
-                    _ => driver.call(op, &f).await,
+                    _ => {
+                        driver.connect_again().await;
+                        match op {
+                            "reset" => driver.reset(&f).await,
+                            "load" => driver.load(&f).await,
+                            _ => driver.call(op, &f).await,
+                        }
+                    }
                 }
             })
         });
