@@ -127,9 +127,6 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 	buckets := make([]C.uint64_t, max(n, 1))
 	given := make([]C.bool, max(n, 1))
 	for i, s := range specs {
-		if n > maxLimits {
-			break // core refuses the count before it reads any limit
-		}
 		alg, err := parseAlgorithm(string(s.algorithm))
 		if err != nil {
 			return nil, forLimit(err, i, len(specs))

@@ -448,9 +448,6 @@ type policyHandle struct {
 func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHandle, error) {
 	h := &policyHandle{ns: namespace, resource: resource, specs: specs, algs: make([]uint32, len(specs))}
 	for i, s := range specs {
-		if len(specs) > maxLimits {
-			break // core refuses the count before it reads any limit
-		}
 		alg, err := parseAlgorithm(string(s.algorithm))
 		if err != nil {
 			return nil, forLimit(err, i, len(specs))

@@ -150,7 +150,11 @@ func (p Policy) specs() ([]limitSpec, error) {
 	}
 	specs := make([]limitSpec, len(p.Limits))
 	if len(p.Limits) > MaxLimits {
-		// Core refuses the count before it reads any limit.
+		// Core refuses the count before it reads any limit: none is read
+		// here either (limits core never reads stand in for them).
+		for i := range specs {
+			specs[i] = limitSpec{algorithm: DefaultAlgorithm, limit: 1, windowMs: 1}
+		}
 		return specs, nil
 	}
 	for i, l := range p.Limits {

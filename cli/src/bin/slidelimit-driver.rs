@@ -121,6 +121,9 @@ struct Fields<'a> {
     unreadable: &'a Unreadable,
     /// Where `map` sits in the request: "" or `limits[i].`.
     path: String,
+    /// The entries of a policy's `limits`, each read as a request of its
+    /// own (by `check_types`, once).
+    limits: Option<Vec<Fields<'a>>>,
 }
 
 impl<'a> Fields<'a> {
@@ -137,11 +140,12 @@ impl<'a> Fields<'a> {
         {
             return Err(Protocol(format!("{op}: unknown field {unknown:?}")));
         }
-        let fields = Fields {
+        let mut fields = Fields {
             op,
             map,
             unreadable,
             path,
+            limits: None,
         };
         fields.check_types()?;
         Ok(fields)
@@ -153,14 +157,15 @@ impl<'a> Fields<'a> {
     /// drivers of dynamic languages read it. Each entry of a policy's
     /// `limits` is read the same way, and an `acquire_at` without `now_ms`
     /// is refused here too.
-    fn check_types(&self) -> Result<(), Protocol> {
+    fn check_types(&mut self) -> Result<(), Protocol> {
         enum Json {
             String,
             Boolean,
             Number,
             Limits,
         }
-        for (name, value) in self.map.iter().filter(|(_, v)| !v.is_null()) {
+        let map = self.map;
+        for (name, value) in map.iter().filter(|(_, v)| !v.is_null()) {
             let json = match name.as_str() {
                 // `url` and `urls` are read by `store` for its kind alone,
                 // before any other field; `load`'s schedule is the harness's
@@ -178,7 +183,10 @@ impl<'a> Fields<'a> {
                 Json::String => (value.is_string() && !beyond_doubles, "a string"),
                 Json::Boolean => (value.is_boolean(), "a boolean"),
                 Json::Number => (value.is_number() || beyond_doubles, "a JSON number"),
-                Json::Limits => (self.check_limits(value)?, "a list of objects"),
+                Json::Limits => {
+                    self.limits = self.limit_entries(value)?;
+                    (self.limits.is_some(), "a list of objects")
+                }
             };
             if !fits {
                 return Err(self.wrong(name, want));
@@ -190,20 +198,28 @@ impl<'a> Fields<'a> {
         Ok(())
     }
 
-    /// Whether `value` is a list of objects, each entry read as a request of
-    /// its own with a limit's fields (`check_types` on each).
-    fn check_limits(&self, value: &Value) -> Result<bool, Protocol> {
+    /// The entries of `value`, each read as a request of its own with a
+    /// limit's fields (`check_types` on each); None unless it is a list of
+    /// objects.
+    fn limit_entries(&self, value: &'a Value) -> Result<Option<Vec<Fields<'a>>>, Protocol> {
         let Some(list) = value.as_array() else {
-            return Ok(false);
+            return Ok(None);
         };
+        let mut entries = Vec::with_capacity(list.len());
         for (i, entry) in list.iter().enumerate() {
             let Value::Object(map) = entry else {
-                return Ok(false);
+                return Ok(None);
             };
             let path = format!("{}limits[{i}].", self.path);
-            Fields::new("policy limits[]", map, self.unreadable, path, &LIMIT_FIELDS)?;
+            entries.push(Fields::new(
+                "policy limits[]",
+                map,
+                self.unreadable,
+                path,
+                &LIMIT_FIELDS,
+            )?);
         }
-        Ok(true)
+        Ok(Some(entries))
     }
 
     fn is_in(&self, paths: &[String], name: &str) -> bool {
@@ -310,34 +326,26 @@ impl<'a> Fields<'a> {
         }
     }
 
-    /// The `limits` list: each entry an object with the single policy's
-    /// fields, read by the same rules.
+    /// The `limits` list (its entries read by `check_types`), each entry's
+    /// values converted by the single form's rules.
     fn opt_limits(&self) -> Result<Option<Vec<LimitFields>>, Reply> {
-        let list = match self.get("limits") {
-            None => return Ok(None),
-            Some(Value::Array(list)) => list,
-            Some(_) => return Err(self.wrong("limits", "a list of objects").into()),
+        let Some(entries) = &self.limits else {
+            return Ok(None);
         };
-        let mut limits = Vec::with_capacity(list.len());
-        if list.len() > slidelimit::MAX_LIMITS {
-            // The binding refuses the count before it reads any limit (its
-            // entries' types were read by `check_types`).
-            limits.resize_with(list.len(), LimitFields::unread);
-            return Ok(Some(limits));
+        if entries.len() > slidelimit::MAX_LIMITS {
+            // The binding refuses the count before it reads any limit.
+            let mut unread = Vec::with_capacity(entries.len());
+            unread.resize_with(entries.len(), LimitFields::unread);
+            return Ok(Some(unread));
         }
-        for (i, entry) in list.iter().enumerate() {
-            let Value::Object(map) = entry else {
-                return Err(self.wrong("limits", "a list of objects").into());
-            };
-            let path = format!("{}limits[{i}].", self.path);
-            let f = Fields::new("policy limits[]", map, self.unreadable, path, &LIMIT_FIELDS)?;
+        let read = entries.iter().enumerate().map(|(i, f)| {
             // A refused value is named as core names a field of this limit.
-            limits.push(LimitFields::read(&f).map_err(|r| match r {
-                Reply::Binding(e) => Reply::Binding(e.for_limit(i, list.len())),
+            LimitFields::read(f).map_err(|r| match r {
+                Reply::Binding(e) => Reply::Binding(e.for_limit(i, entries.len())),
                 protocol => protocol,
-            })?);
-        }
-        Ok(Some(limits))
+            })
+        });
+        read.collect::<Result<Vec<_>, _>>().map(Some)
     }
 }
 

@@ -154,9 +154,10 @@ module Slidelimit
       windows = FFI::MemoryPointer.new(:uint64, n)
       buckets = FFI::MemoryPointer.new(:uint64, n)
       given = FFI::MemoryPointer.new(:bool, n)
-      specs.each_with_index do |spec, i|
-        break if count > Native::MAX_LIMITS # core refuses the count before it reads any limit
-
+      # Core refuses a list too long before it reads any limit: none is
+      # converted here either.
+      converted = count > Native::MAX_LIMITS ? [] : specs
+      converted.each_with_index do |spec, i|
         unless spec.is_a?(Limit)
           raise Slidelimit.invalid("limits[#{i}]", "must be a Slidelimit::Limit, got #{spec.class} (#{spec.inspect})")
         end
