@@ -82,6 +82,7 @@ _core._register(BY_CODE, Algorithm, Limit, datetime.timedelta)
 from ._limiter import (  # noqa: E402
     DEFAULT_DENY_CACHE_CAPACITY,
     DEFAULT_TIMEOUT_MS,
+    POOL_MAX_CONNECTIONS,
     AsyncLimiter,
     DenyCacheOption,
     Limiter,
@@ -95,6 +96,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_TIMEOUT_MS",
     "MAX_LIMITS",
+    "POOL_MAX_CONNECTIONS",
     "Algorithm",
     "AsyncLimiter",
     "Decision",

@@ -13,9 +13,10 @@ cost within the retry is denied in-process, without a Redis call.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Union
 
 import redis
@@ -185,15 +186,133 @@ def _client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
 # connections and fails the 101st caller at once (MaxConnectionsError: a
 # Celery worker of 150 threads would see Redis "unavailable" while it is
 # fine). A standalone client keeps that size, and a caller past it waits up
-# to timeout_ms for a free connection. redis-py's Cluster clients cannot
-# take a waiting pool for their nodes: they get a connection per call in
-# flight, as redis-py 7 and earlier gave by default.
+# to timeout_ms for a free connection. redis-py's Cluster clients take no
+# waiting pool for their nodes, so their pools are left unbounded and the
+# client is gated instead (_GatedCluster): at most as many calls in flight.
+#: The connections a client from `from_url` or `from_cluster` opens (on
+#: each node); a call past them waits up to `timeout_ms` for a free one.
 POOL_MAX_CONNECTIONS = 100
 CLUSTER_MAX_CONNECTIONS = 2**31
 
 
 def _pool_options(timeout_ms: int) -> dict[str, Any]:
     return {"max_connections": POOL_MAX_CONNECTIONS, "timeout": timeout_ms / 1000}
+
+
+def _no_free_connection(timeout_ms: int) -> RedisConnectionError:
+    return RedisConnectionError(
+        f"no free connection within {timeout_ms} ms"
+        f" ({POOL_MAX_CONNECTIONS} calls in flight on this client)"
+    )
+
+
+class _GatedCluster:
+    """A `RedisCluster` with at most POOL_MAX_CONNECTIONS calls in flight, so
+    at most that many connections on any node: without the gate each node
+    opens a connection per call in flight. A call past them waits up to
+    `timeout_ms` for one to finish, as on `from_url`'s waiting pool.
+    Everything but the limiter's three commands goes to the client as is."""
+
+    def __init__(self, client: redis.cluster.RedisCluster, timeout_ms: int) -> None:
+        self._client = client
+        self._timeout_ms = timeout_ms
+        self._slots = threading.BoundedSemaphore(POOL_MAX_CONNECTIONS)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def _send(self, command: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        if not self._slots.acquire(timeout=self._timeout_ms / 1000):
+            raise _no_free_connection(self._timeout_ms)
+        try:
+            return command(*args)
+        finally:
+            self._slots.release()
+
+    def evalsha(self, *args: Any) -> Any:
+        return self._send(self._client.evalsha, args)
+
+    def eval(self, *args: Any) -> Any:
+        return self._send(self._client.eval, args)
+
+    def delete(self, *args: Any) -> Any:
+        return self._send(self._client.delete, args)
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class _AsyncCluster:
+    """A `redis.asyncio.RedisCluster` that reads the slot map before its
+    first call goes out, and for `from_cluster` the gate of _GatedCluster
+    (`timeout_ms`; None: no gate, a client the user made keeps its pool).
+
+    redis-py 8.1's client reads the slot map on its first call; when many
+    tasks make the first calls together, some fail ("Connection closed by
+    server") and the client keeps dropping connections under other tasks'
+    calls from then on: 32 tasks making 3,000 calls opened about 9,000
+    connections, took 12 s where 0.3 s do, and 37 to 49 were Unavailable.
+    The lock and semaphore are made on the first call, inside the event loop
+    that runs it (Python 3.9's bind to a loop when made)."""
+
+    def __init__(self, client: redis.asyncio.RedisCluster, timeout_ms: int | None) -> None:
+        self._client = client
+        self._timeout_ms = timeout_ms
+        self._slots: asyncio.Semaphore | None = None
+        self._first: asyncio.Lock | None = None
+        self._ready = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    async def _initialize(self) -> None:
+        if self._first is None:
+            self._first = asyncio.Lock()
+        async with self._first:
+            if not self._ready:
+                await self._client.initialize()
+                self._ready = True
+
+    async def _send(self, command: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> Any:
+        if not self._ready:
+            await self._initialize()
+        if self._timeout_ms is None:
+            return await command(*args)
+        slots = self._slots
+        if slots is None:
+            slots = self._slots = asyncio.Semaphore(POOL_MAX_CONNECTIONS)
+        if slots.locked():
+            # Only a call that must wait pays for wait_for's task.
+            try:
+                await asyncio.wait_for(slots.acquire(), self._timeout_ms / 1000)
+            except asyncio.TimeoutError:
+                raise _no_free_connection(self._timeout_ms) from None
+        else:
+            await slots.acquire()
+        try:
+            return await command(*args)
+        finally:
+            slots.release()
+
+    async def evalsha(self, *args: Any) -> Any:
+        slots = self._slots  # made once the slot map is read
+        if slots is not None and not slots.locked():
+            # _send's common case inline: every check comes this way.
+            await slots.acquire()
+            try:
+                return await self._client.evalsha(*args)
+            finally:
+                slots.release()
+        return await self._send(self._client.evalsha, args)
+
+    async def eval(self, *args: Any) -> Any:
+        return await self._send(self._client.eval, args)
+
+    async def delete(self, *args: Any) -> Any:
+        return await self._send(self._client.delete, args)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
 
 
 def _async_client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
@@ -250,7 +369,8 @@ class Limiter:
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a slidelimit.Policy, got {type(policy).__name__}")
-        self._client = client
+        # The client, or from_cluster's _GatedCluster around it.
+        self._client: Any = client
         self._policy = policy
         self._metrics = metrics
         self._deny_option = deny_cache
@@ -302,7 +422,9 @@ class Limiter:
             client = redis.cluster.RedisCluster(startup_nodes=nodes, **options)
         except _TRANSPORT as e:
             raise _unavailable(e) from e
-        return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
+        limiter = cls(client, policy, metrics=metrics, deny_cache=deny_cache)
+        limiter._client = _GatedCluster(client, timeout_ms)
+        return limiter
 
     @staticmethod
     def memory(
@@ -542,7 +664,13 @@ class AsyncLimiter:
     ) -> None:
         if not isinstance(policy, Policy):
             raise TypeError(f"policy must be a slidelimit.Policy, got {type(policy).__name__}")
-        self._client = client
+        # A Cluster client reads its slot map before the first call
+        # (_AsyncCluster); from_cluster's also has the gate.
+        self._client: Any = (
+            _AsyncCluster(client, None)
+            if isinstance(client, redis.asyncio.RedisCluster)
+            else client
+        )
         self._policy = policy
         self._metrics = metrics
         self._deny_option = deny_cache
@@ -586,7 +714,9 @@ class AsyncLimiter:
         options.update(credentials)
         options["max_connections"] = CLUSTER_MAX_CONNECTIONS
         client = redis.asyncio.RedisCluster(startup_nodes=nodes, **options)
-        return cls(client, policy, metrics=metrics, deny_cache=deny_cache)
+        limiter = cls(client, policy, metrics=metrics, deny_cache=deny_cache)
+        limiter._client = _AsyncCluster(client, timeout_ms)  # the gate too
+        return limiter
 
     @staticmethod
     def memory(

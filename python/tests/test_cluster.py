@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 import redis
+import redis.asyncio
 import redis.cluster
 from test_redis import CALLERS, paused_calls
 
 import slidelimit
-from slidelimit import Algorithm, AsyncLimiter, Limiter, Policy
+from slidelimit import POOL_MAX_CONNECTIONS, Algorithm, AsyncLimiter, Limiter, Policy
 
 
 def flush_scripts(rc: redis.cluster.RedisCluster) -> None:
@@ -85,31 +87,121 @@ def masters(cluster_urls: list[str]) -> list[redis.Redis]:
     return [redis.Redis.from_url(url, socket_timeout=5) for url in cluster_urls]
 
 
+def connections(admins: list[redis.Redis]) -> list[int]:
+    """The connections each node has open (the limiter keeps its own open
+    until it is closed)."""
+    return [len(admin.client_list()) for admin in admins]
+
+
 def test_more_callers_than_a_node_pool_holds_wait_for_a_connection(
     cluster_urls: list[str], resource: str
 ) -> None:
     policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=1000, window_ms=60_000)
+    admins = masters(cluster_urls)
     with Limiter.from_cluster(cluster_urls, policy, timeout_ms=5_000) as limiter:
         limiter.acquire("t")  # the slot map first, so that the pause holds calls only
-        results = paused_calls(masters(cluster_urls), [lambda: limiter.acquire("t")] * CALLERS)
+        before = connections(admins)
+        results = paused_calls(admins, [lambda: limiter.acquire("t")] * CALLERS)
+        opened = [now - then for now, then in zip(connections(admins), before)]
         limiter.reset("t")
     decided = [d for d in results if isinstance(d, slidelimit.Decision)]
     assert len(decided) == CALLERS, [e for e in results if e not in decided][:3]
     assert sorted(d.remaining for d in decided) == list(range(999 - CALLERS, 999))
+    # The calls past the first 100 waited for one of theirs: no node opened
+    # a connection per caller.
+    assert max(opened) <= POOL_MAX_CONNECTIONS < CALLERS, opened
 
 
 async def test_more_async_callers_than_a_node_pool_holds(
     cluster_urls: list[str], resource: str
 ) -> None:
     policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=1000, window_ms=60_000)
+    admins = masters(cluster_urls)
     async with AsyncLimiter.from_cluster(cluster_urls, policy, timeout_ms=5_000) as limiter:
         await limiter.acquire("t")
-        for admin in masters(cluster_urls):
+        before = connections(admins)
+        for admin in admins:
             admin.execute_command("CLIENT", "PAUSE", 500, "ALL")
         results = await asyncio.gather(
             *(limiter.acquire("t") for _ in range(CALLERS)), return_exceptions=True
         )
+        opened = [now - then for now, then in zip(connections(admins), before)]
         await limiter.reset("t")
     decided = [d for d in results if isinstance(d, slidelimit.Decision)]
     assert len(decided) == CALLERS, [e for e in results if e not in decided][:3]
     assert sorted(d.remaining for d in decided) == list(range(999 - CALLERS, 999))
+    assert max(opened) <= POOL_MAX_CONNECTIONS < CALLERS, opened
+
+
+def test_a_call_past_the_calls_in_flight_waits_up_to_the_timeout(
+    cluster_urls: list[str], resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=5, window_ms=60_000)
+    with Limiter.from_cluster(cluster_urls, policy, timeout_ms=200) as limiter:
+        slots = limiter._client._slots  # the gate: every call in flight holds one
+        for _ in range(POOL_MAX_CONNECTIONS):
+            assert slots.acquire(timeout=0)
+        with pytest.raises(slidelimit.Unavailable, match="no free connection within 200 ms"):
+            limiter.acquire("t")
+        slots.release()
+        assert limiter.acquire("t").remaining == 4  # the refused call never ran
+        limiter.reset("t")
+
+
+async def test_an_async_call_past_the_calls_in_flight_waits_up_to_the_timeout(
+    cluster_urls: list[str], resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=5, window_ms=60_000)
+    async with AsyncLimiter.from_cluster(cluster_urls, policy, timeout_ms=200) as limiter:
+        assert (await limiter.acquire("t")).remaining == 4
+        slots = limiter._client._slots
+        for _ in range(POOL_MAX_CONNECTIONS):
+            await slots.acquire()
+        with pytest.raises(slidelimit.Unavailable, match="no free connection within 200 ms"):
+            await limiter.acquire("t")
+        slots.release()
+        assert (await limiter.acquire("t")).remaining == 3
+        await limiter.reset("t")
+
+
+def own_async_cluster(urls: list[str], policy: Policy) -> AsyncLimiter:
+    client = redis.asyncio.RedisCluster.from_url(urls[0], socket_timeout=5)
+    return AsyncLimiter(client, policy, deny_cache=False)
+
+
+@pytest.mark.parametrize("made_by", ["from_cluster", "the user"])
+async def test_many_tasks_making_the_first_calls_together(
+    cluster_urls: list[str], resource: str, made_by: str
+) -> None:
+    # redis-py 8.1's asyncio Cluster client, when 32 tasks make its first
+    # calls at once, drops connections under other tasks' calls from then on.
+    policy = Policy("rl", resource, Algorithm.SLIDING_COUNTER, limit=10_000, window_ms=60_000)
+    tasks, calls = 32, 50
+    admins = masters(cluster_urls)
+    before = [int(admin.info("stats")["total_connections_received"]) for admin in admins]
+    if made_by == "from_cluster":
+        made = AsyncLimiter.from_cluster(cluster_urls, policy, deny_cache=False)
+    else:
+        made = own_async_cluster(cluster_urls, policy)
+    async with made as limiter:
+
+        async def caller(i: int) -> list[object]:
+            results: list[object] = []
+            for n in range(calls):
+                try:
+                    results.append(await limiter.acquire(f"t{(i + n) % 8}"))
+                except slidelimit.Unavailable as e:
+                    results.append(e)
+            return results
+
+        results = [r for rs in await asyncio.gather(*map(caller, range(tasks))) for r in rs]
+        opened = [
+            int(admin.info("stats")["total_connections_received"]) - then
+            for admin, then in zip(admins, before)
+        ]
+        for t in range(8):
+            await limiter.reset(f"t{t}")
+    errors = [r for r in results if not isinstance(r, slidelimit.Decision)]
+    assert errors == [], (len(errors), errors[:2])
+    # About a connection per task (a storm opens thousands).
+    assert max(opened) <= 2 * tasks, opened
