@@ -256,7 +256,7 @@ class _AsyncCluster:
     tasks make the first calls together, some fail ("Connection closed by
     server") and the client keeps dropping connections under other tasks'
     calls from then on: 32 tasks making 3,000 calls opened about 9,000
-    connections, took 12 s where 0.3 s do, and 37 to 49 were Unavailable.
+    connections, took 11 to 13 s where 0.3 s do, and 27 to 49 were Unavailable.
     The lock and semaphore are made on the first call, inside the event loop
     that runs it (Python 3.9's bind to a loop when made)."""
 
@@ -297,14 +297,17 @@ class _AsyncCluster:
                 e = again
         raise e
 
+    async def _call(self, command: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> Any:
+        try:
+            return await command(*args)
+        except AttributeError as e:
+            return await self._resend(command, args, e)
+
     async def _send(self, command: Callable[..., Awaitable[Any]], args: tuple[Any, ...]) -> Any:
         if not self._ready:
             await self._initialize()
         if self._timeout_ms is None:
-            try:
-                return await command(*args)
-            except AttributeError as e:
-                return await self._resend(command, args, e)
+            return await self._call(command, args)
         slots = self._slots
         if slots is None:
             slots = self._slots = asyncio.Semaphore(POOL_MAX_CONNECTIONS)
@@ -317,16 +320,14 @@ class _AsyncCluster:
         else:
             await slots.acquire()
         try:
-            return await command(*args)
-        except AttributeError as e:
-            return await self._resend(command, args, e)
+            return await self._call(command, args)
         finally:
             slots.release()
 
     async def evalsha(self, *args: Any) -> Any:
         slots = self._slots  # made once the slot map is read
         if slots is not None and not slots.locked():
-            # _send's common case inline: every check comes this way.
+            # _send's common case, _call inline: every check comes this way.
             await slots.acquire()
             try:
                 return await self._client.evalsha(*args)
