@@ -211,7 +211,8 @@ class _GatedCluster:
     at most that many connections on any node: without the gate each node
     opens a connection per call in flight. A call past them waits up to
     `timeout_ms` for one to finish, as on `from_url`'s waiting pool.
-    Everything but the limiter's three commands goes to the client as is."""
+    Anything else (`close`, the client's settings) goes to the client as
+    is."""
 
     def __init__(self, client: redis.cluster.RedisCluster, timeout_ms: int) -> None:
         self._client = client
@@ -237,9 +238,6 @@ class _GatedCluster:
 
     def delete(self, *args: Any) -> Any:
         return self._send(self._client.delete, args)
-
-    def close(self) -> None:
-        self._client.close()
 
 
 # The pause before an asyncio Cluster call redis-py failed unwritten goes
@@ -342,9 +340,6 @@ class _AsyncCluster:
 
     async def delete(self, *args: Any) -> Any:
         return await self._send(self._client.delete, args)
-
-    async def aclose(self) -> None:
-        await self._client.aclose()
 
 
 def _async_client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
