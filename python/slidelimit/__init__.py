@@ -30,6 +30,7 @@ from ._errors import (
     Error,
     Internal,
     InvalidArgument,
+    InvalidType,
     MalformedReply,
     PermissionDenied,
     ScriptError,
@@ -77,7 +78,7 @@ class Limit:
             object.__setattr__(self, "algorithm", Algorithm(name))
 
 
-_core._register(BY_CODE, Algorithm, Limit, datetime.timedelta)
+_core._register(BY_CODE, InvalidType, Algorithm, Limit, datetime.timedelta)
 
 from ._limiter import (  # noqa: E402
     DEFAULT_DENY_CACHE_CAPACITY,
@@ -104,6 +105,7 @@ __all__ = [
     "Error",
     "Internal",
     "InvalidArgument",
+    "InvalidType",
     "Limit",
     "Limiter",
     "MalformedReply",

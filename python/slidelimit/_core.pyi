@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from typing import Any, final
 
 from . import Algorithm, Limit
-from ._errors import Error
+from ._errors import Error, InvalidType
 
 VERSION: str
 DEFAULT_NAMESPACE: str
@@ -133,6 +133,7 @@ def _command_error(reply: str) -> Error: ...
 def _resend_pause_ms(reply: str, attempt: int) -> int | None: ...
 def _register(
     errors: dict[str, type[Error]],
+    invalid_type: type[InvalidType],
     algorithm: type[Algorithm],
     limit: type[Limit],
     timedelta: type[datetime.timedelta],

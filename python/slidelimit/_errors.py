@@ -29,6 +29,12 @@ class InvalidArgument(Error, ValueError):
     code = "invalid_argument"
 
 
+class InvalidType(InvalidArgument, TypeError):
+    """An argument of the wrong Python type (a str where an int belongs,
+    None for one that is required): an InvalidArgument that is also a
+    TypeError, as Python's own checks raise it."""
+
+
 class Unavailable(Error):
     """Redis could not be reached or did not answer in time: never a decision."""
 

@@ -45,7 +45,7 @@ from redis.retry import Retry
 
 from . import _core
 from ._core import Decision, DenyCache, MemoryEngine, Policy, check_timeout_ms
-from ._errors import Unavailable
+from ._errors import InvalidType, Unavailable
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -395,7 +395,9 @@ class Limiter:
         deny_cache: DenyCacheOption = True,
     ) -> None:
         if not isinstance(policy, Policy):
-            raise TypeError(f"policy must be a slidelimit.Policy, got {type(policy).__name__}")
+            raise InvalidType(
+                f"policy: must be a slidelimit.Policy, got {type(policy).__name__}", "policy"
+            )
         # The client, or from_cluster's _GatedCluster around it.
         self._client: Any = client
         self._policy = policy
@@ -638,9 +640,11 @@ class _MemoryLimiter(Limiter):
 
     def __init__(self, policy: Policy, clock: Clock | None, metrics: Metrics | None) -> None:
         if clock is not None and not callable(clock):
-            raise TypeError(f"clock must be callable, got {type(clock).__name__}")
+            raise InvalidType(f"clock: must be callable, got {type(clock).__name__}", "clock")
         if not isinstance(policy, Policy):
-            raise TypeError(f"policy must be a slidelimit.Policy, got {type(policy).__name__}")
+            raise InvalidType(
+                f"policy: must be a slidelimit.Policy, got {type(policy).__name__}", "policy"
+            )
         self._policy = policy
         self._metrics = metrics
         self._engine = MemoryEngine()
@@ -690,7 +694,9 @@ class AsyncLimiter:
         deny_cache: DenyCacheOption = True,
     ) -> None:
         if not isinstance(policy, Policy):
-            raise TypeError(f"policy must be a slidelimit.Policy, got {type(policy).__name__}")
+            raise InvalidType(
+                f"policy: must be a slidelimit.Policy, got {type(policy).__name__}", "policy"
+            )
         # A Cluster client reads its slot map before the first call
         # (_AsyncCluster); from_cluster's also has the gate.
         self._client: Any = (

@@ -41,7 +41,7 @@ from celery.exceptions import Ignore
 from celery.utils.time import maybe_iso8601
 
 from ._core import Decision
-from ._errors import InvalidArgument, Unavailable
+from ._errors import InvalidArgument, InvalidType, Unavailable
 from ._limiter import Limiter
 
 DEFERRALS_HEADER = "slidelimit-deferrals"
@@ -86,7 +86,9 @@ def _header(task: Task, name: str) -> int:
 
 
 def _non_negative(field: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidType(f"{field}: must be a non-negative int, got {value!r}", field)
+    if value < 0:
         raise InvalidArgument(f"{field}: must be a non-negative int, got {value!r}", field)
     return value
 
@@ -114,9 +116,15 @@ def rate_limited(
             f'on_unavailable: must be "defer", "run" or "fail", got {on_unavailable!r}',
             "on_unavailable",
         )
-    base_ms, max_ms = (_non_negative("unavailable_backoff_ms", n) for n in unavailable_backoff_ms)
+    pair = unavailable_backoff_ms
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        raise InvalidType(
+            f"unavailable_backoff_ms: must be a (base, max) pair of ints, got {pair!r}",
+            "unavailable_backoff_ms",
+        )
+    base_ms, max_ms = (_non_negative("unavailable_backoff_ms", n) for n in pair)
     if not isinstance(tenant, str) and not callable(tenant):
-        raise InvalidArgument(
+        raise InvalidType(
             f"tenant: must be a str or a function, got {type(tenant).__name__}", "tenant"
         )
     made: list[Limiter] = []

@@ -13,10 +13,11 @@ use std::borrow::Cow;
 use std::sync::Mutex;
 
 /// The package's classes, handed over once at import by `_register`: one
-/// exception class per core code (in `ErrorCode::ALL` order), `Algorithm`,
-/// `Limit` and `datetime.timedelta`.
+/// exception class per core code (in `ErrorCode::ALL` order), `InvalidType`,
+/// `Algorithm`, `Limit` and `datetime.timedelta`.
 struct Registered {
     errors: Vec<Py<PyType>>,
+    invalid_type: Py<PyType>,
     algorithm: Py<PyAny>,
     limit: Py<PyType>,
     timedelta: Py<PyAny>,
@@ -47,6 +48,48 @@ fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
     }
 }
 
+/// An argument the conversion refused: core's error, and whether the Python
+/// value was of the wrong type. Those are raised as `InvalidType`, an
+/// `InvalidArgument` that is also a `TypeError`, as Python's own checks
+/// raise a wrong type; core's range checks stay `ValueError`s.
+struct Refusal {
+    error: core::Error,
+    wrong_type: bool,
+}
+
+impl From<core::Error> for Refusal {
+    fn from(error: core::Error) -> Self {
+        Refusal {
+            error,
+            wrong_type: false,
+        }
+    }
+}
+
+type Converted<T> = std::result::Result<T, Refusal>;
+
+fn wrong_type(field: &'static str, problem: impl std::fmt::Display) -> Refusal {
+    Refusal {
+        error: core::Error::invalid(field, problem),
+        wrong_type: true,
+    }
+}
+
+fn refusal_to_py(py: Python<'_>, r: Refusal) -> PyErr {
+    if !r.wrong_type {
+        return to_py(py, r.error);
+    }
+    let made = registered(py).and_then(|reg| {
+        reg.invalid_type
+            .bind(py)
+            .call1((r.error.message(), r.error.field()))
+    });
+    match made {
+        Ok(value) => PyErr::from_value(value),
+        Err(err) => err,
+    }
+}
+
 trait IntoPy<T> {
     fn py_err(self, py: Python<'_>) -> PyResult<T>;
 }
@@ -54,6 +97,12 @@ trait IntoPy<T> {
 impl<T> IntoPy<T> for core::Result<T> {
     fn py_err(self, py: Python<'_>) -> PyResult<T> {
         self.map_err(|e| to_py(py, e))
+    }
+}
+
+impl<T> IntoPy<T> for Converted<T> {
+    fn py_err(self, py: Python<'_>) -> PyResult<T> {
+        self.map_err(|r| refusal_to_py(py, r))
     }
 }
 
@@ -67,28 +116,29 @@ fn type_name(obj: &Bound<'_, PyAny>) -> String {
 /// A `str` argument. A str that is not valid Unicode (a lone surrogate, which
 /// UTF-8 cannot carry) is no valid value: an error, never a lossy conversion
 /// that would merge two tenants.
-fn str_arg<'a>(field: &'static str, obj: &'a Bound<'_, PyAny>) -> core::Result<Cow<'a, str>> {
-    let s = obj.cast::<PyString>().map_err(|_| {
-        core::Error::invalid(field, format!("must be a str, got {}", type_name(obj)))
-    })?;
-    s.to_cow().map_err(|_| {
+fn str_arg<'a>(field: &'static str, obj: &'a Bound<'_, PyAny>) -> Converted<Cow<'a, str>> {
+    let s = obj
+        .cast::<PyString>()
+        .map_err(|_| wrong_type(field, format!("must be a str, got {}", type_name(obj))))?;
+    let text = s.to_cow().map_err(|_| {
         core::Error::invalid(
             field,
             "is not well-formed Unicode (it holds an unpaired surrogate)",
         )
-    })
+    })?;
+    Ok(text)
 }
 
 /// An `int` argument (not a bool, a float or any other number) that fits
 /// core's u64; core then checks its range.
-fn int_arg(field: &'static str, obj: &Bound<'_, PyAny>) -> core::Result<u64> {
+fn int_arg(field: &'static str, obj: &Bound<'_, PyAny>) -> Converted<u64> {
     if obj.is_instance_of::<PyBool>() || !obj.is_instance_of::<PyInt>() {
-        return Err(core::Error::invalid(
+        return Err(wrong_type(
             field,
             format!("must be an int, got {}", type_name(obj)),
         ));
     }
-    obj.extract::<u64>().map_err(|_| {
+    let n = obj.extract::<u64>().map_err(|_| {
         let negative = obj.lt(0).unwrap_or(false);
         core::Error::invalid(
             field,
@@ -98,10 +148,11 @@ fn int_arg(field: &'static str, obj: &Bound<'_, PyAny>) -> core::Result<u64> {
                 format!("must be at most 2^64 - 1, got {obj}")
             },
         )
-    })
+    })?;
+    Ok(n)
 }
 
-fn opt_int_arg(field: &'static str, obj: Option<&Bound<'_, PyAny>>) -> core::Result<Option<u64>> {
+fn opt_int_arg(field: &'static str, obj: Option<&Bound<'_, PyAny>>) -> Converted<Option<u64>> {
     match obj {
         Some(o) if !o.is_none() => int_arg(field, o).map(Some),
         _ => Ok(None),
@@ -192,13 +243,13 @@ fn limit_arg(
     index: usize,
     count: usize,
     item: &Bound<'_, PyAny>,
-) -> PyResult<core::Result<core::Limit>> {
+) -> PyResult<Converted<core::Limit>> {
     let field = |name: &'static str| match count > 1 {
         true => core::limit_field(index, name).unwrap_or(name),
         false => name,
     };
     if !item.is_instance(registered(py)?.limit.bind(py))? {
-        return Ok(Err(core::Error::invalid(
+        return Ok(Err(wrong_type(
             "limits",
             format!(
                 "item {index} must be a slidelimit.Limit, got {}",
@@ -241,7 +292,7 @@ impl Policy {
         limits: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         let given = |o: Option<&Bound<'_, PyAny>>| o.is_some_and(|o| !o.is_none());
-        let built = match limits.filter(|l| !l.is_none()) {
+        let built: Converted<core::Policy> = match limits.filter(|l| !l.is_none()) {
             Some(limits) => {
                 let single = [
                     ("algorithm", algorithm),
@@ -261,11 +312,11 @@ impl Policy {
                     false => limits.try_iter().ok(),
                 };
                 let Some(iter) = iter else {
-                    let e = core::Error::invalid(
+                    let e = wrong_type(
                         "limits",
                         format!("must be a sequence of Limit, got {}", type_name(limits)),
                     );
-                    return Err(to_py(py, e));
+                    return Err(refusal_to_py(py, e));
                 };
                 let items: Vec<Bound<'_, PyAny>> = iter.collect::<PyResult<_>>()?;
                 let mut converted = Vec::with_capacity(items.len());
@@ -281,7 +332,9 @@ impl Policy {
                 (|| {
                     let namespace = str_arg("namespace", namespace)?;
                     let resource = str_arg("resource", resource)?;
-                    core::Policy::with_limits(&namespace, &resource, &converted)
+                    Ok(core::Policy::with_limits(
+                        &namespace, &resource, &converted,
+                    )?)
                 })()
             }
             None => {
@@ -298,9 +351,9 @@ impl Policy {
                     let window_ms = int_arg("window_ms", window_ms)?;
                     // None: core's default for a bucketed window, none for the others.
                     let buckets = opt_int_arg("buckets", buckets)?;
-                    core::Policy::with_buckets(
+                    Ok(core::Policy::with_buckets(
                         &namespace, &resource, algorithm, limit, window_ms, buckets,
-                    )
+                    )?)
                 })()
             }
         };
@@ -356,17 +409,15 @@ impl Policy {
     /// The Redis key of `tenant` under this policy (its first limit's;
     /// `keys` has every limit's).
     fn key(&self, py: Python<'_>, tenant: &Bound<'_, PyAny>) -> PyResult<String> {
-        str_arg("tenant", tenant)
-            .and_then(|t| self.inner.key(&t))
-            .py_err(py)
+        let tenant = str_arg("tenant", tenant).py_err(py)?;
+        self.inner.key(&tenant).py_err(py)
     }
 
     /// The key of every limit for `tenant`, in the policy's order (one
     /// Cluster slot): what a check touches and `reset` deletes.
     fn keys(&self, py: Python<'_>, tenant: &Bound<'_, PyAny>) -> PyResult<Vec<String>> {
-        str_arg("tenant", tenant)
-            .and_then(|t| self.inner.keys(&t))
-            .py_err(py)
+        let tenant = str_arg("tenant", tenant).py_err(py)?;
+        self.inner.keys(&tenant).py_err(py)
     }
 
     /// One script call, validated by core, as the arguments of redis-py's
@@ -380,11 +431,11 @@ impl Policy {
         now_ms: Option<&Bound<'py, PyAny>>,
         peek: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
-        let call = (|| {
+        let call = (|| -> Converted<_> {
             let tenant = str_arg("tenant", tenant)?;
             let cost = int_arg("cost", cost)?;
             let now_ms = opt_int_arg("now_ms", now_ms)?;
-            self.inner.build_call(&tenant, cost, now_ms, mode(peek))
+            Ok(self.inner.build_call(&tenant, cost, now_ms, mode(peek))?)
         })()
         .py_err(py)?;
         let s = &self.strings;
@@ -590,16 +641,18 @@ impl Decision {
         denied_by: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
         // For tests and fakes: the same consistency rules as a reply.
-        let reply = (|| {
+        let reply = (|| -> Converted<_> {
             let allowed = allowed.cast::<PyBool>().map_err(|_| {
-                core::Error::invalid(
+                wrong_type(
                     "allowed",
                     format!("must be a bool, got {}", type_name(allowed)),
                 )
             })?;
             let as_i64 = |field, obj| {
                 int_arg(field, obj).and_then(|n| {
-                    i64::try_from(n).map_err(|_| core::Error::invalid(field, "must be below 2^63"))
+                    i64::try_from(n).map_err(|_| {
+                        Refusal::from(core::Error::invalid(field, "must be below 2^63"))
+                    })
                 })
             };
             let mut reply = vec![
@@ -620,7 +673,7 @@ impl Decision {
                     .ok_or_else(|| core::Error::invalid("denied_by", "must be below 2^63 - 1"))?;
                 reply.push(position);
             }
-            core::Decision::from_reply(&reply, limits)
+            Ok(core::Decision::from_reply(&reply, limits)?)
         })();
         reply.py_err(py).map(Decision)
     }
@@ -725,22 +778,22 @@ impl MemoryEngine {
         clock_ms: &Bound<'_, PyAny>,
         peek: bool,
     ) -> PyResult<Decision> {
-        let decision = (|| {
+        let decision = (|| -> Converted<_> {
             let tenant = str_arg("tenant", tenant)?;
             let cost = int_arg("cost", cost)?;
             let now_ms = opt_int_arg("now_ms", now_ms)?;
             let clock_ms = int_arg("clock", clock_ms)?;
-            self.0
-                .check(&policy.inner, &tenant, cost, now_ms, clock_ms, mode(peek))
+            Ok(self
+                .0
+                .check(&policy.inner, &tenant, cost, now_ms, clock_ms, mode(peek))?)
         })();
         decision.py_err(py).map(Decision)
     }
 
     /// Forgets `tenant` under `policy`; True if anything was recorded.
     fn reset(&self, py: Python<'_>, policy: &Policy, tenant: &Bound<'_, PyAny>) -> PyResult<bool> {
-        str_arg("tenant", tenant)
-            .and_then(|t| self.0.reset(&policy.inner, &t))
-            .py_err(py)
+        let tenant = str_arg("tenant", tenant).py_err(py)?;
+        self.0.reset(&policy.inner, &tenant).py_err(py)
     }
 }
 
@@ -761,11 +814,9 @@ impl DenyCache {
 impl DenyCache {
     #[new]
     fn new(py: Python<'_>, capacity: &Bound<'_, PyAny>) -> PyResult<Self> {
-        int_arg("deny_cache_capacity", capacity)
-            .and_then(|n| {
-                let n = usize::try_from(n).unwrap_or(usize::MAX);
-                core::DenyCache::new(n)
-            })
+        let n = int_arg("deny_cache_capacity", capacity).py_err(py)?;
+        let n = usize::try_from(n).unwrap_or(usize::MAX);
+        core::DenyCache::new(n)
             .py_err(py)
             .map(|c| DenyCache(Mutex::new(c)))
     }
@@ -822,9 +873,8 @@ fn _command_error<'py>(py: Python<'py>, reply: &str) -> PyResult<Bound<'py, PyAn
 /// Core's rule for a per-call timeout in milliseconds; returns it unchanged.
 #[pyfunction]
 fn check_timeout_ms(py: Python<'_>, timeout_ms: &Bound<'_, PyAny>) -> PyResult<u64> {
-    int_arg("timeout_ms", timeout_ms)
-        .and_then(core::check_timeout_ms)
-        .py_err(py)
+    let ms = int_arg("timeout_ms", timeout_ms).py_err(py)?;
+    core::check_timeout_ms(ms).py_err(py)
 }
 
 /// What a denied decision's retry_after_ms adds to the wait histogram.
@@ -839,6 +889,7 @@ fn wait_seconds(retry_after_ms: u64) -> f64 {
 fn _register(
     py: Python<'_>,
     errors: &Bound<'_, PyDict>,
+    invalid_type: Py<PyType>,
     algorithm: Py<PyAny>,
     limit: Py<PyType>,
     timedelta: Py<PyAny>,
@@ -855,6 +906,7 @@ fn _register(
         py,
         Registered {
             errors: classes,
+            invalid_type,
             algorithm,
             limit,
             timedelta,

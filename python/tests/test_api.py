@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import pickle
+from typing import Callable
 
 import pytest
 
@@ -15,9 +16,12 @@ from slidelimit import (
     Decision,
     Error,
     InvalidArgument,
+    InvalidType,
+    Limit,
     Limiter,
     Policy,
     _core,
+    check_timeout_ms,
 )
 
 LOG = Algorithm.SLIDING_LOG
@@ -184,10 +188,59 @@ def test_bad_calls_on_memory_raise_invalid_argument(
     assert limiter.acquire_at("t-1", 5_000).remaining == 2
 
 
+def test_a_wrong_python_type_is_also_a_type_error() -> None:
+    # InvalidType: an InvalidArgument (and ValueError) that is also the
+    # TypeError Python's own checks raise for a wrong type; values of the
+    # right type that break a rule stay ValueErrors only.
+    limiter = Limiter.memory(policy(), clock=lambda: 10_000)
+    one = Limit(LOG, 3, 1000)
+    wrong_types: list[tuple[str, Callable[[], object]]] = [
+        ("tenant", lambda: limiter.acquire(b"t")),  # type: ignore[arg-type]
+        ("tenant", lambda: limiter.reset(None)),  # type: ignore[arg-type]
+        ("tenant", lambda: policy().key(7)),  # type: ignore[arg-type]
+        ("cost", lambda: limiter.acquire("t", 1.0)),  # type: ignore[arg-type]
+        ("now_ms", lambda: limiter.acquire_at("t", "5")),  # type: ignore[arg-type]
+        ("limit", lambda: Policy("rl", "geo", LOG, "3", 1000)),  # type: ignore[arg-type]
+        ("window_ms", lambda: Policy("rl", "geo", LOG, 3)),
+        ("algorithm", lambda: Policy("rl", "geo", 5, 3, 1000)),  # type: ignore[arg-type]
+        ("namespace", lambda: Policy(None, "geo", LOG, 3, 1000)),  # type: ignore[arg-type]
+        ("limits", lambda: Policy("rl", "geo", limits="log")),  # type: ignore[arg-type]
+        ("limits", lambda: Policy("rl", "geo", limits=[one, (LOG, 3, 1000)])),  # type: ignore[list-item]
+        ("limits[1].limit", lambda: Policy("rl", "geo", limits=[one, Limit(LOG, 3.5, 1000)])),  # type: ignore[arg-type]
+        ("policy", lambda: Limiter.memory("rl:geo")),  # type: ignore[arg-type]
+        ("clock", lambda: Limiter.memory(policy(), clock=5)),  # type: ignore[arg-type]
+        ("timeout_ms", lambda: check_timeout_ms(1.5)),  # type: ignore[arg-type]
+        ("allowed", lambda: Decision(1, 0, 0, 0, 0)),  # type: ignore[arg-type]
+    ]
+    for field, call in wrong_types:
+        with pytest.raises(InvalidType) as info:
+            call()
+        assert info.value.field == field, (field, info.value)
+        assert isinstance(info.value, InvalidArgument) and isinstance(info.value, TypeError)
+        assert isinstance(info.value, ValueError) and info.value.code == "invalid_argument"
+    right_types_bad_values: list[tuple[str, Callable[[], object]]] = [
+        ("tenant", lambda: limiter.acquire("")),
+        ("tenant", lambda: limiter.acquire("t-\ud800")),
+        ("cost", lambda: limiter.acquire("t", -1)),
+        ("cost", lambda: limiter.acquire("t", 2**64)),
+        ("cost", lambda: limiter.acquire("t", 4)),
+        ("limit", lambda: Policy("rl", "geo", LOG, 0, 1000)),
+        ("algorithm", lambda: Policy("rl", "geo", "nope", 3, 1000)),
+        ("timeout_ms", lambda: check_timeout_ms(0)),
+    ]
+    for field, call in right_types_bad_values:
+        with pytest.raises(InvalidArgument) as caught:
+            call()
+        assert caught.value.field == field, (field, caught.value)
+        assert not isinstance(caught.value, TypeError), caught.value
+
+
 def test_errors_one_class_per_core_code() -> None:
     classes = [c for c in vars(slidelimit).values() if isinstance(c, type) and issubclass(c, Error)]
-    codes = sorted(c.code for c in classes if c is not Error)
+    # One class per code directly under Error; InvalidType refines one.
+    codes = sorted(c.code for c in classes if c.__bases__[0] is Error)
     assert codes == sorted(_core.ERROR_CODES)
+    assert [c for c in classes if c is not Error and c.__bases__[0] is not Error] == [InvalidType]
     for cls in classes:
         assert issubclass(cls, Exception)
     assert issubclass(InvalidArgument, ValueError)

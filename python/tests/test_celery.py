@@ -207,16 +207,22 @@ def test_a_thread_pool_makes_one_limiter_per_process() -> None:
 
 def test_options_are_checked() -> None:
     limiter = Limiter.memory(Policy("rl", "x", Algorithm.SLIDING_LOG, limit=1, window_ms=1))
-    for bad in (
-        {"on_unavailable": "retry"},
-        {"max_deferrals": -1},
-        {"jitter_ms": 1.5},
-        {"tenant": 5},
+    # (option, a wrong Python type, so also a TypeError)
+    for bad, wrong_type in (
+        ({"on_unavailable": "retry"}, False),
+        ({"max_deferrals": -1}, False),
+        ({"jitter_ms": 1.5}, True),
+        ({"tenant": 5}, True),
+        ({"unavailable_backoff_ms": (1, 2, 3)}, True),
+        ({"unavailable_backoff_ms": 1000}, True),
+        ({"unavailable_backoff_ms": (1000, -1)}, False),
+        ({"unavailable_backoff_ms": (1000, "60000")}, True),
     ):
         options: dict[str, Any] = {"tenant": "t", **bad}
         with pytest.raises(slidelimit.InvalidArgument) as info:
             rate_limited(limiter, **options)
         assert info.value.field == next(iter(bad))
+        assert isinstance(info.value, TypeError) is wrong_type, bad
 
 
 def test_an_outage_defers_with_backoff_up_to_the_cap(worker: Any) -> None:
