@@ -353,8 +353,9 @@ def unreachable(ctx):
             ctx, d, f"{what}, timeout {timeout} ms", _redis(url, timeout), policy, CALLS, timeout
         )
     # A server that is down when the policy is set and starts later: once it
-    # answers, calls decide, with no new policy (a binding that connects
-    # eagerly connects again, as its users retry the connect).
+    # answers, calls decide, with no new policy (every driver here connects
+    # lazily; one that connects eagerly would connect again, as its users
+    # retry the connect).
     late = ctx.redis()
     late.stop()
     fresh = ctx.driver()

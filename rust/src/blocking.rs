@@ -40,6 +40,25 @@ impl Limiter {
         Ok(Limiter { runtime, inner })
     }
 
+    /// See [`crate::Limiter::connect_lazy`]: no I/O until the first call.
+    pub fn connect_lazy(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
+        let runtime = runtime()?;
+        let inner = runtime.block_on(crate::Limiter::connect_lazy(url, policy, options))?;
+        Ok(Limiter { runtime, inner })
+    }
+
+    /// See [`crate::Limiter::connect_cluster_lazy`].
+    pub fn connect_cluster_lazy(
+        urls: &[&str],
+        policy: Policy,
+        options: Options,
+    ) -> Result<Limiter> {
+        let runtime = runtime()?;
+        let inner =
+            runtime.block_on(crate::Limiter::connect_cluster_lazy(urls, policy, options))?;
+        Ok(Limiter { runtime, inner })
+    }
+
     pub fn memory(policy: Policy, options: Options) -> Result<Limiter> {
         Ok(Limiter {
             runtime: runtime()?,

@@ -192,6 +192,12 @@ fn checked_options(options: &Options) -> Result<Option<Arc<LocalDenials>>> {
     })))
 }
 
+/// Where a limiter's Redis is.
+enum Target<'a> {
+    Standalone(&'a str),
+    Cluster(&'a [&'a str]),
+}
+
 fn system_now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -201,16 +207,20 @@ fn system_now_ms() -> u64 {
 
 impl Limiter {
     /// Connects to a standalone Redis (`redis://`, or `rediss://` for TLS).
-    /// The connection reconnects by itself after a restart.
+    /// The connection reconnects by itself after a restart. A Redis out of
+    /// reach is `unavailable` here; [`Limiter::connect_lazy`] connects on
+    /// the first call instead.
     pub async fn connect(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
-        let denials = checked_options(&options)?;
-        let timeout = options.timeout;
-        let tls_ca = options.tls_ca_pem.as_deref();
-        let connection =
-            tokio::time::timeout(timeout, Connection::standalone(url, timeout, tls_ca))
-                .await
-                .map_err(|_| unavailable_after(timeout, "the connect"))??;
-        Ok(Self::with_redis(policy, connection, options, denials))
+        Self::on_redis(Target::Standalone(url), policy, options, false).await
+    }
+
+    /// A limiter on a standalone Redis that connects on its first call, and
+    /// on the next call again after a connect failed: made without I/O, so a
+    /// worker can start while Redis is down, each check meanwhile
+    /// `unavailable` within the timeout, as the other bindings' clients do.
+    /// The URL, the TLS CA and the options are checked here.
+    pub async fn connect_lazy(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
+        Self::on_redis(Target::Standalone(url), policy, options, true).await
     }
 
     /// Connects to a Redis Cluster through any of its nodes.
@@ -227,10 +237,37 @@ impl Limiter {
         policy: Policy,
         options: Options,
     ) -> Result<Limiter> {
+        Self::on_redis(Target::Cluster(urls), policy, options, false).await
+    }
+
+    /// [`Limiter::connect_cluster`], connecting on the first call as
+    /// [`Limiter::connect_lazy`] does: one connect for the calls that wait
+    /// for it, and after a failed one the next call tries again.
+    pub async fn connect_cluster_lazy(
+        urls: &[&str],
+        policy: Policy,
+        options: Options,
+    ) -> Result<Limiter> {
+        Self::on_redis(Target::Cluster(urls), policy, options, true).await
+    }
+
+    /// A limiter on `target`, every option checked before any I/O.
+    async fn on_redis(
+        target: Target<'_>,
+        policy: Policy,
+        options: Options,
+        lazy: bool,
+    ) -> Result<Limiter> {
         let denials = checked_options(&options)?;
         let timeout = options.timeout;
         let tls_ca = options.tls_ca_pem.as_deref();
-        let connection = tokio::time::timeout(timeout, Connection::cluster(urls, timeout, tls_ca))
+        let connecting = async {
+            match target {
+                Target::Standalone(url) => Connection::standalone(url, timeout, tls_ca, lazy).await,
+                Target::Cluster(urls) => Connection::cluster(urls, timeout, tls_ca, lazy).await,
+            }
+        };
+        let connection = tokio::time::timeout(timeout, connecting)
             .await
             .map_err(|_| unavailable_after(timeout, "the connect"))??;
         Ok(Self::with_redis(policy, connection, options, denials))

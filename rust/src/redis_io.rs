@@ -7,104 +7,209 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::SingleNodeRoutingInfo;
-use redis::{IntoConnectionInfo, RedisError, ServerErrorKind, TlsCertificates, Value};
+use redis::{IntoConnectionInfo, RedisError, RedisResult, ServerErrorKind, TlsCertificates, Value};
 use rustls::pki_types::{pem::PemObject, CertificateDer};
 use slidelimit_core::{
     map_command_error, map_server_error, map_server_error_after_retry, resend_pause_ms, Error,
     ErrorCode, Result, ScriptCall, ServerErrorAction,
 };
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 #[derive(Clone)]
 pub(crate) enum Connection {
-    Standalone(ConnectionManager),
+    Standalone(Arc<Connector<ConnectionManager>>),
     Cluster(Arc<Cluster>),
 }
 
-/// The Cluster client, and a connection that is replaced when it stops
-/// answering. redis-rs 1.8's `cluster_async` can stop for good while a slot
-/// moves: every `MOVED` starts a slot refresh, which waits for the lock on
-/// its connection map while calls that were granted that lock are not
-/// polled until the refresh is done. Seen in `make audit-reshard` (the last
-/// refresh wanted the lock and never got it; no reconnect was under way),
-/// in three of four runs of the Rust driver alone. A timed-out call with no
-/// answer from this connection for half a timeout starts one replacement
-/// in the background, and calls wait for it. A call already sent on the old
-/// connection is not sent again: Redis may have run it.
-pub(crate) struct Cluster {
-    client: ClusterClient,
+type Connecting<C> = std::pin::Pin<Box<dyn std::future::Future<Output = RedisResult<C>> + Send>>;
+type Connect<C> = Box<dyn Fn() -> Connecting<C> + Send + Sync>;
+
+/// A client connection made by one connect at a time, in the background:
+/// at once for an eager limiter, on the first call for a lazy one (and on a
+/// later call again after a failed connect), and again to replace a Cluster
+/// connection that stopped. Calls wait for the connect under way; the
+/// caller's timeout bounds the wait.
+pub(crate) struct Connector<C> {
+    connect: Connect<C>,
     timeout: Duration,
-    current: RwLock<ClusterConnection>,
-    replacing: AtomicBool,
-    replaced: Notify,
+    current: RwLock<Option<C>>,
+    connecting: AtomicBool,
+    connected: Notify,
+    /// When the last failed connect began, and how it failed (a refusal
+    /// such as a wrong password is core's to map, as any reply).
+    failure: Mutex<Option<(Instant, RedisError)>>,
+    /// When the last connect succeeded.
+    connected_at: Mutex<Option<Instant>>,
     // Counted for the tests.
     replacements: AtomicU64,
-    // Milliseconds since `started` of the last answer from `current`.
-    started: Instant,
-    answered_ms: AtomicU64,
 }
 
-impl Cluster {
-    /// The connection to use; while one is being replaced, the new one
-    /// (the caller's timeout bounds the wait).
-    async fn connection(&self) -> ClusterConnection {
-        // The common path is one load; the waiter is registered before the
-        // second look, so a replacement ending in between is not missed.
-        if self.replacing.load(Ordering::Acquire) {
-            let replaced = self.replaced.notified();
-            tokio::pin!(replaced);
-            replaced.as_mut().enable();
-            if self.replacing.load(Ordering::Acquire) {
-                replaced.await;
+impl<C: Clone + Send + Sync + 'static> Connector<C> {
+    fn new(connect: Connect<C>, timeout: Duration, current: Option<C>) -> Self {
+        Connector {
+            connect,
+            timeout,
+            connected_at: Mutex::new(current.as_ref().map(|_| Instant::now())),
+            current: RwLock::new(current),
+            connecting: AtomicBool::new(false),
+            connected: Notify::new(),
+            failure: Mutex::new(None),
+            replacements: AtomicU64::new(0),
+        }
+    }
+
+    /// The connection to use: the current one (the new one while one is
+    /// being replaced), or, with none, a connect's. A failed connect that
+    /// began before this call (an earlier caller's, whose timeout may have
+    /// cut it short) is no answer to it: the call waits for one of its own,
+    /// so a hanging server costs each call its whole timeout.
+    async fn connection(self: &Arc<Self>) -> RedisResult<C> {
+        let asked = Instant::now();
+        loop {
+            // The common path is one load and one read.
+            if self.connecting.load(Ordering::Acquire) {
+                self.wait(false).await;
+            }
+            if let Some(connection) = self.current() {
+                return Ok(connection);
+            }
+            self.wait(true).await;
+            if let Some(connection) = self.current() {
+                return Ok(connection);
+            }
+            let failure = self
+                .failure
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone();
+            match failure {
+                Some((began, _)) if began < asked => continue,
+                Some((_, e)) => return Err(e),
+                None => continue,
             }
         }
+    }
+
+    fn current(&self) -> Option<C> {
         self.current
             .read()
             .unwrap_or_else(PoisonError::into_inner)
             .clone()
     }
 
+    /// Waits for the connect under way; with `start`, starts one first when
+    /// none is and there is still no connection. The waiter is registered
+    /// before the look, so a connect ending in between is not missed.
+    async fn wait(self: &Arc<Self>, start: bool) {
+        let connected = self.connected.notified();
+        tokio::pin!(connected);
+        connected.as_mut().enable();
+        if start && self.current().is_none() {
+            self.connect_in_background();
+        }
+        if self.connecting.load(Ordering::Acquire) {
+            connected.await;
+        }
+    }
+
+    /// Starts one connect, unless one is under way. A new connection
+    /// replaces the current one; a failed connect leaves it.
+    fn connect_in_background(self: &Arc<Self>) {
+        if self.connecting.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let this = Arc::clone(self);
+        tokio::spawn(async move {
+            let began = Instant::now();
+            match tokio::time::timeout(this.timeout, (this.connect)()).await {
+                Ok(Ok(connection)) => {
+                    let replaced = this
+                        .current
+                        .write()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .replace(connection);
+                    *this
+                        .connected_at
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+                    if replaced.is_some() {
+                        this.replacements.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                failed => {
+                    let e = match failed {
+                        Ok(Err(e)) => e,
+                        _ => RedisError::from((
+                            redis::ErrorKind::Io,
+                            "no connection to Redis",
+                            format!("the connect took over {:?}", this.timeout),
+                        )),
+                    };
+                    *this.failure.lock().unwrap_or_else(PoisonError::into_inner) = Some((began, e));
+                }
+            }
+            this.connecting.store(false, Ordering::Release);
+            this.connected.notify_waiters();
+        });
+    }
+}
+
+/// A Cluster connection, replaced when it stops answering. redis-rs 1.8's
+/// `cluster_async` can stop for good while a slot moves: every `MOVED`
+/// starts a slot refresh, which waits for the lock on its connection map
+/// while calls that were granted that lock are not polled until the
+/// refresh is done. Seen in `make audit-reshard` (the last refresh wanted
+/// the lock and never got it; no reconnect was under way), in three of four
+/// runs of the Rust driver alone. A timed-out call with no answer from this
+/// connection for half a timeout starts one replacement in the background,
+/// and calls wait for it. A call already sent on the old connection is not
+/// sent again: Redis may have run it.
+pub(crate) struct Cluster {
+    connector: Arc<Connector<ClusterConnection>>,
+    // Milliseconds since `started` of the last answer from the connection.
+    started: Instant,
+    answered_ms: AtomicU64,
+}
+
+impl Cluster {
     fn answered(&self) {
         let ms = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
         self.answered_ms.store(ms, Ordering::Relaxed);
     }
 
-    fn ran_out_of_time(self: &Arc<Self>) {
-        let silent_for = self.started.elapsed().saturating_sub(Duration::from_millis(
+    fn ran_out_of_time(&self) {
+        let since_answer = self.started.elapsed().saturating_sub(Duration::from_millis(
             self.answered_ms.load(Ordering::Relaxed),
         ));
+        // A connection made since then has not had its chance yet.
+        let since_connect = self
+            .connector
+            .connected_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map_or(Duration::MAX, |at| at.elapsed());
+        let silent_for = since_answer.min(since_connect);
         // Half a timeout: the first calls to time out started just before
         // the connection stopped, and a later answer means it did not.
-        if silent_for < self.timeout / 2 || self.replacing.swap(true, Ordering::AcqRel) {
-            return;
+        if silent_for >= self.connector.timeout / 2 {
+            self.connector.connect_in_background();
         }
-        let cluster = Arc::clone(self);
-        tokio::spawn(async move {
-            let connected =
-                tokio::time::timeout(cluster.timeout, cluster.client.get_async_connection()).await;
-            if let Ok(Ok(connection)) = connected {
-                *cluster
-                    .current
-                    .write()
-                    .unwrap_or_else(PoisonError::into_inner) = connection;
-                cluster.answered();
-                cluster.replacements.fetch_add(1, Ordering::Relaxed);
-            }
-            cluster.replacing.store(false, Ordering::Release);
-            cluster.replaced.notify_waiters();
-        });
     }
 }
 
 impl Connection {
+    /// A connection to a standalone server, which reconnects by itself
+    /// after a restart; `lazy`: made without I/O, it connects on the first
+    /// call (and again on a later call after a failed connect).
     pub(crate) async fn standalone(
         url: &str,
         timeout: Duration,
         tls_ca: Option<&[u8]>,
+        lazy: bool,
     ) -> Result<Connection> {
         let info = url
             .into_connection_info()
@@ -119,16 +224,28 @@ impl Connection {
             .set_connection_timeout(Some(timeout))
             .set_response_timeout(Some(timeout))
             .set_number_of_retries(1);
-        let manager = ConnectionManager::new_with_config(client, config)
-            .await
-            .map_err(from_redis)?;
-        Ok(Connection::Standalone(manager))
+        let connect: Connect<ConnectionManager> = Box::new(move || {
+            Box::pin(ConnectionManager::new_with_config(
+                client.clone(),
+                config.clone(),
+            ))
+        });
+        let current = match lazy {
+            true => None,
+            false => Some(connect().await.map_err(from_redis)?),
+        };
+        let connector = Connector::new(connect, timeout, current);
+        Ok(Connection::Standalone(Arc::new(connector)))
     }
 
+    /// A connection to a Cluster through any of `urls`; `lazy`: made
+    /// without I/O, it connects on the first call (and again on a later
+    /// call after a failed connect).
     pub(crate) async fn cluster(
         urls: &[&str],
         timeout: Duration,
         tls_ca: Option<&[u8]>,
+        lazy: bool,
     ) -> Result<Connection> {
         if urls.is_empty() {
             return Err(Error::invalid(
@@ -143,14 +260,16 @@ impl Connection {
             builder = builder.certs(trusting(pem)?);
         }
         let client = builder.build().map_err(|e| Error::invalid("urls", e))?;
-        let connection = client.get_async_connection().await.map_err(from_redis)?;
+        let connect: Connect<ClusterConnection> = Box::new(move || {
+            let client = client.clone();
+            Box::pin(async move { client.get_async_connection().await })
+        });
+        let current = match lazy {
+            true => None,
+            false => Some(connect().await.map_err(from_redis)?),
+        };
         Ok(Connection::Cluster(Arc::new(Cluster {
-            client,
-            timeout,
-            current: RwLock::new(connection),
-            replacing: AtomicBool::new(false),
-            replaced: Notify::new(),
-            replacements: AtomicU64::new(0),
+            connector: Arc::new(Connector::new(connect, timeout, current)),
             started: Instant::now(),
             answered_ms: AtomicU64::new(0),
         })))
@@ -165,10 +284,10 @@ impl Connection {
 
     async fn query(&self, cmd: &redis::Cmd) -> std::result::Result<Value, RedisError> {
         let cluster = match self {
-            Connection::Standalone(c) => return cmd.query_async(&mut c.clone()).await,
+            Connection::Standalone(c) => return cmd.query_async(&mut c.connection().await?).await,
             Connection::Cluster(cluster) => cluster,
         };
-        let mut connection = cluster.connection().await;
+        let mut connection = cluster.connector.connection().await?;
         let reply = match cmd.query_async(&mut connection).await {
             Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::Ask) => {
                 asking_importing_node(&connection, cmd, e).await
@@ -361,7 +480,10 @@ mod tests {
     async fn connect(timeout: Duration) -> Arc<Cluster> {
         let urls = cluster_urls();
         let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-        match Connection::cluster(&urls, timeout, None).await.unwrap() {
+        match Connection::cluster(&urls, timeout, None, false)
+            .await
+            .unwrap()
+        {
             Connection::Cluster(cluster) => cluster,
             Connection::Standalone(_) => unreachable!("a Cluster connection"),
         }
@@ -446,7 +568,7 @@ mod tests {
             redis::ErrorKind::Server(ServerErrorKind::Ask),
             "{ask}"
         );
-        let connection = cluster.connection().await;
+        let connection = cluster.connector.connection().await.unwrap();
         let (gets_before, asked_before) = (calls(source, "get"), calls(target, "asking"));
         let target_gets_before = calls(target, "get");
         let reply = asking_importing_node(&connection, &get, ask).await.unwrap();
@@ -477,14 +599,14 @@ mod tests {
         // It answered just now: a timeout elsewhere is not its silence.
         connection.ran_out_of_time();
         tokio::time::sleep(timeout).await;
-        assert_eq!(cluster.replacements.load(Ordering::Relaxed), 0);
+        assert_eq!(cluster.connector.replacements.load(Ordering::Relaxed), 0);
 
         // Silent for a whole timeout now (no calls): replaced once, and
         // the next call waits for the new connection and is answered.
         connection.ran_out_of_time();
         connection.ran_out_of_time();
         connection.delete(&key).await.unwrap();
-        assert_eq!(cluster.replacements.load(Ordering::Relaxed), 1);
-        assert!(!cluster.replacing.load(Ordering::Acquire));
+        assert_eq!(cluster.connector.replacements.load(Ordering::Relaxed), 1);
+        assert!(!cluster.connector.connecting.load(Ordering::Acquire));
     }
 }

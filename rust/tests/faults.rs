@@ -136,3 +136,116 @@ fn the_ttl_check_passes_on_binding_keys_and_fails_on_a_key_without_ttl() {
     assert_eq!(out.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&out.stderr).contains("rl:{x:y}:log:1"));
 }
+
+// ------------------------------------------------------- lazy connects
+
+fn short_timeout() -> Options {
+    Options {
+        timeout: Duration::from_millis(300),
+        ..Options::default()
+    }
+}
+
+/// Calls `acquire_at` until Redis answers (a reconnect runs in the
+/// background), at most 2 s; every error meanwhile must be `unavailable`.
+fn first_decision(limiter: &blocking::Limiter) -> slidelimit::Decision {
+    for _ in 0..40 {
+        match limiter.acquire_at("t", 1, T) {
+            Ok(decision) => return decision,
+            Err(e) => assert_eq!(e.code(), ErrorCode::Unavailable, "{e}"),
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("no decision within 2 s of the server's start");
+}
+
+#[test]
+fn a_lazy_limiter_is_made_while_redis_is_down_and_decides_once_it_is_up() {
+    let mut own = OwnRedis::start();
+    own.stop();
+    let ns = unique_namespace("lazy");
+    let p = policy(&ns, Algorithm::SlidingLog, 3, 1000);
+    // The eager connect refuses; the lazy one makes a limiter without I/O.
+    let eager = blocking::Limiter::connect(&own.url(), p.clone(), short_timeout()).err();
+    assert_eq!(eager.map(|e| e.code()), Some(ErrorCode::Unavailable));
+    let limiter = blocking::Limiter::connect_lazy(&own.url(), p.clone(), short_timeout()).unwrap();
+    for _ in 0..3 {
+        let e = limiter.acquire_at("t", 1, T).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Unavailable, "{e}");
+    }
+    assert_eq!(
+        limiter.reset("t").unwrap_err().code(),
+        ErrorCode::Unavailable
+    );
+    // What needs no Redis still works, and bad input is still refused first.
+    assert_eq!(limiter.policy().key("t").unwrap(), p.key("t").unwrap());
+    let bad = limiter.acquire_at("", 1, T).unwrap_err();
+    assert_eq!(bad.code(), ErrorCode::InvalidArgument);
+
+    own.restart();
+    let decision = first_decision(&limiter);
+    assert!(decision.allowed && decision.remaining == 2, "{decision:?}");
+    assert_eq!(dbsize(&mut own.connection()), 1);
+}
+
+#[test]
+fn a_lazy_limiter_refuses_a_bad_url_or_option_at_once() {
+    let p = policy(&unique_namespace("lazy"), Algorithm::SlidingLog, 3, 1000);
+    let bad_url = blocking::Limiter::connect_lazy("http://x", p.clone(), short_timeout());
+    assert_eq!(bad_url.err().map(|e| e.field()), Some(Some("url")));
+    let zero = Options {
+        timeout: Duration::ZERO,
+        ..Options::default()
+    };
+    let e = blocking::Limiter::connect_lazy("redis://127.0.0.1:1/", p.clone(), zero).err();
+    assert_eq!(e.map(|e| e.field()), Some(Some("timeout_ms")));
+    let none = blocking::Limiter::connect_cluster_lazy(&[], p.clone(), short_timeout()).err();
+    assert_eq!(none.map(|e| e.field()), Some(Some("urls")));
+    let garbage = Options {
+        tls_ca_pem: Some(b"no certificate".to_vec()),
+        ..short_timeout()
+    };
+    let e = blocking::Limiter::connect_cluster_lazy(&["rediss://127.0.0.1:1"], p, garbage).err();
+    assert_eq!(e.map(|e| e.field()), Some(Some("tls_ca_pem")));
+}
+
+/// A one-node Cluster of its own (every slot on it), stopped and started
+/// again with its nodes.conf.
+#[test]
+fn a_lazy_cluster_limiter_connects_once_its_seed_answers() {
+    let mut own = OwnRedis::start_with(&["--cluster-enabled", "yes"]);
+    let mut con = own.connection();
+    let mut addslots = redis::cmd("CLUSTER");
+    addslots
+        .arg("ADDSLOTS")
+        .arg((0..16384u16).collect::<Vec<_>>());
+    let _: () = addslots.query(&mut con).unwrap();
+    let cluster_ok = |con: &mut redis::Connection| {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(con).unwrap();
+        info.contains("cluster_state:ok")
+    };
+    for _ in 0..200 {
+        if cluster_ok(&mut con) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(cluster_ok(&mut con), "the one-node Cluster did not come up");
+    drop(con);
+    own.stop();
+
+    let p = policy(&unique_namespace("lazy"), Algorithm::SlidingLog, 3, 1000);
+    let eager = blocking::Limiter::connect_cluster(&[&own.url()], p.clone(), short_timeout());
+    assert_eq!(eager.err().map(|e| e.code()), Some(ErrorCode::Unavailable));
+    let limiter =
+        blocking::Limiter::connect_cluster_lazy(&[&own.url()], p, short_timeout()).unwrap();
+    for _ in 0..3 {
+        let e = limiter.acquire_at("t", 1, T).unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Unavailable, "{e}");
+    }
+
+    own.restart();
+    let decision = first_decision(&limiter);
+    assert!(decision.allowed && decision.remaining == 2, "{decision:?}");
+    assert_eq!(dbsize(&mut own.connection()), 1);
+}

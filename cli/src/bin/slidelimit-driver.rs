@@ -13,9 +13,7 @@ mod decision_json;
 use decision_json::{decision_json, error_json, json_str};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
-use slidelimit::{
-    slot, Algorithm, Error, ErrorCode, Limit, Limiter, MemoryEngine, Options, Policy,
-};
+use slidelimit::{slot, Algorithm, Error, Limit, Limiter, MemoryEngine, Options, Policy};
 use std::io::{BufRead, Write};
 use std::path::Path;
 use std::sync::Arc;
@@ -413,41 +411,23 @@ struct Driver {
     store: Option<Store>,
     /// The limiter of the last `policy`, or the error that policy got.
     limiter: Option<Result<Limiter, Error>>,
-    /// The last policy, when its connect found Redis out of reach (the
-    /// limiter is that `unavailable`). The Rust binding connects eagerly,
-    /// so a Rust worker retries `connect`: the driver does so before each
-    /// op that needs Redis, and answers `key` from the policy meanwhile,
-    /// as the lazily connecting bindings do (docs/driver.md).
-    unconnected: Option<(Policy, Options)>,
 }
 
-/// A limiter for `policy` on the store: the memory engine's, or a connect.
+/// A limiter for `policy` on the store: the memory engine's, or one that
+/// connects to Redis on its first call, as a worker that may start before
+/// Redis does would make it (docs/driver.md).
 async fn open(kind: &StoreKind, policy: Policy, options: Options) -> Result<Limiter, Error> {
     match kind {
         StoreKind::Memory(engine) => Ok(Limiter::memory_on(engine.clone(), policy, options)),
-        StoreKind::Redis(url) => Limiter::connect(url, policy, options).await,
+        StoreKind::Redis(url) => Limiter::connect_lazy(url, policy, options).await,
         StoreKind::Cluster(urls) => {
             let urls: Vec<&str> = urls.iter().map(String::as_str).collect();
-            Limiter::connect_cluster(&urls, policy, options).await
+            Limiter::connect_cluster_lazy(&urls, policy, options).await
         }
     }
 }
 
 impl Driver {
-    /// Connects again for a policy whose connect found Redis out of reach.
-    async fn connect_again(&mut self) {
-        let (Some((policy, options)), Some(store)) = (&self.unconnected, &self.store) else {
-            return;
-        };
-        match open(&store.kind, policy.clone(), options.clone()).await {
-            Ok(limiter) => {
-                self.limiter = Some(Ok(limiter));
-                self.unconnected = None;
-            }
-            Err(e) => self.limiter = Some(Err(e)),
-        }
-    }
-
     fn limiter(&self, op: &str) -> Result<&Limiter, Reply> {
         match &self.limiter {
             Some(Ok(l)) => Ok(l),
@@ -500,7 +480,6 @@ impl Driver {
         }
         self.store = Some(Store { kind, options });
         self.limiter = None;
-        self.unconnected = None;
         Ok(OK.to_owned())
     }
 
@@ -536,7 +515,6 @@ impl Driver {
             // error until the next policy.
             Err(Reply::Binding(e)) => {
                 self.limiter = Some(Err(e.clone()));
-                self.unconnected = None;
                 return Err(Reply::Binding(e));
             }
             Err(protocol) => return Err(protocol),
@@ -547,7 +525,6 @@ impl Driver {
             options.deny_cache = None;
         }
         self.limiter = None;
-        self.unconnected = None;
         let built = async {
             // A bad algorithm is named as core names any field of a limit.
             let limits = limits
@@ -556,11 +533,7 @@ impl Driver {
                 .map(|(i, l)| l.to_limit().map_err(|e| e.for_limit(i, limits.len())))
                 .collect::<Result<Vec<_>, _>>()?;
             let policy = Policy::with_limits(namespace, resource, &limits)?;
-            let opened = open(&store.kind, policy.clone(), options.clone()).await;
-            if matches!(&opened, Err(e) if e.code() == ErrorCode::Unavailable) {
-                self.unconnected = Some((policy, options));
-            }
-            opened
+            open(&store.kind, policy, options).await
         }
         .await;
         let reply = match &built {
@@ -599,10 +572,7 @@ impl Driver {
     }
 
     fn key(&self, f: &Fields) -> OpResult {
-        let key = match &self.unconnected {
-            Some((policy, _)) => policy.key(f.tenant()?)?,
-            None => self.limiter("key")?.policy().key(f.tenant()?)?,
-        };
+        let key = self.limiter("key")?.policy().key(f.tenant()?)?;
         Ok(format!(
             "{{\"ok\":true,\"key\":{},\"slot\":{}}}",
             json_str(&key),
@@ -928,14 +898,9 @@ fn handle(driver: &mut Driver, runtime: &tokio::runtime::Runtime, line: &str) ->
                     "store" => driver.store(&f),
                     "policy" => driver.policy(&f).await,
                     "key" => driver.key(&f),
-                    _ => {
-                        driver.connect_again().await;
-                        match op {
-                            "reset" => driver.reset(&f).await,
-                            "load" => driver.load(&f).await,
-                            _ => driver.call(op, &f).await,
-                        }
-                    }
+                    "reset" => driver.reset(&f).await,
+                    "load" => driver.load(&f).await,
+                    _ => driver.call(op, &f).await,
                 }
             })
         });
