@@ -249,3 +249,34 @@ fn a_lazy_cluster_limiter_connects_once_its_seed_answers() {
     assert!(decision.allowed && decision.remaining == 2, "{decision:?}");
     assert_eq!(dbsize(&mut own.connection()), 1);
 }
+
+fn connections_received(con: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(con).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("total_connections_received:"))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("INFO stats has total_connections_received")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lazy_limiters_first_callers_share_one_connect() {
+    let own = OwnRedis::start();
+    let mut admin = own.connection();
+    let p = policy(&unique_namespace("lazy"), Algorithm::SlidingLog, 100, 1000);
+    let limiter = slidelimit::Limiter::connect_lazy(&own.url(), p, short_timeout())
+        .await
+        .unwrap();
+    let before = connections_received(&mut admin);
+    let calls: Vec<_> = (0..32)
+        .map(|i| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move { limiter.acquire_at(&format!("t-{i}"), 1, T).await })
+        })
+        .collect();
+    for call in calls {
+        let decision = call.await.unwrap().unwrap();
+        assert!(decision.allowed, "{decision:?}");
+    }
+    // One connection for the 32 first calls, made by one connect.
+    assert_eq!(connections_received(&mut admin) - before, 1);
+}
