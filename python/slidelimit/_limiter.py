@@ -206,6 +206,13 @@ def _no_free_connection(timeout_ms: int) -> RedisConnectionError:
     )
 
 
+def _require_policy(policy: object) -> None:
+    if not isinstance(policy, Policy):
+        raise InvalidType(
+            f"policy: must be a slidelimit.Policy, got {type(policy).__name__}", "policy"
+        )
+
+
 class _GatedCluster:
     """A `RedisCluster` with at most POOL_MAX_CONNECTIONS calls in flight, so
     at most that many connections on any node: without the gate each node
@@ -394,10 +401,7 @@ class Limiter:
         metrics: Metrics | None = None,
         deny_cache: DenyCacheOption = True,
     ) -> None:
-        if not isinstance(policy, Policy):
-            raise InvalidType(
-                f"policy: must be a slidelimit.Policy, got {type(policy).__name__}", "policy"
-            )
+        _require_policy(policy)
         # The client, or from_cluster's _GatedCluster around it.
         self._client: Any = client
         self._policy = policy
@@ -641,10 +645,7 @@ class _MemoryLimiter(Limiter):
     def __init__(self, policy: Policy, clock: Clock | None, metrics: Metrics | None) -> None:
         if clock is not None and not callable(clock):
             raise InvalidType(f"clock: must be callable, got {type(clock).__name__}", "clock")
-        if not isinstance(policy, Policy):
-            raise InvalidType(
-                f"policy: must be a slidelimit.Policy, got {type(policy).__name__}", "policy"
-            )
+        _require_policy(policy)
         self._policy = policy
         self._metrics = metrics
         self._engine = MemoryEngine()
@@ -693,10 +694,7 @@ class AsyncLimiter:
         metrics: Metrics | None = None,
         deny_cache: DenyCacheOption = True,
     ) -> None:
-        if not isinstance(policy, Policy):
-            raise InvalidType(
-                f"policy: must be a slidelimit.Policy, got {type(policy).__name__}", "policy"
-            )
+        _require_policy(policy)
         # A Cluster client reads its slot map before the first call
         # (_AsyncCluster); from_cluster's also has the gate.
         self._client: Any = (

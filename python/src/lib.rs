@@ -31,21 +31,36 @@ fn registered(py: Python<'_>) -> PyResult<&Registered> {
     })
 }
 
-/// Core's error as the package's exception of its code: `cls(message, field)`.
-fn error_object<'py>(py: Python<'py>, e: &core::Error) -> PyResult<Bound<'py, PyAny>> {
-    let index = core::ErrorCode::ALL
-        .iter()
-        .position(|c| *c == e.code())
-        .expect("every code is in ErrorCode::ALL");
-    let cls = registered(py)?.errors[index].bind(py);
-    cls.call1((e.message(), e.field()))
+/// Core's error as the package's exception, `cls(message, field)`: the
+/// class of its code, or `InvalidType` for a value of the wrong Python type.
+fn error_object<'py>(
+    py: Python<'py>,
+    e: &core::Error,
+    wrong_type: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let registered = registered(py)?;
+    let cls = match wrong_type {
+        true => &registered.invalid_type,
+        false => {
+            let index = core::ErrorCode::ALL
+                .iter()
+                .position(|c| *c == e.code())
+                .expect("every code is in ErrorCode::ALL");
+            &registered.errors[index]
+        }
+    };
+    cls.bind(py).call1((e.message(), e.field()))
 }
 
-fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
-    match error_object(py, &e) {
+fn raise(py: Python<'_>, e: &core::Error, wrong_type: bool) -> PyErr {
+    match error_object(py, e, wrong_type) {
         Ok(value) => PyErr::from_value(value),
         Err(err) => err,
     }
+}
+
+fn to_py(py: Python<'_>, e: core::Error) -> PyErr {
+    raise(py, &e, false)
 }
 
 /// An argument the conversion refused: core's error, and whether the Python
@@ -76,18 +91,7 @@ fn wrong_type(field: &'static str, problem: impl std::fmt::Display) -> Refusal {
 }
 
 fn refusal_to_py(py: Python<'_>, r: Refusal) -> PyErr {
-    if !r.wrong_type {
-        return to_py(py, r.error);
-    }
-    let made = registered(py).and_then(|reg| {
-        reg.invalid_type
-            .bind(py)
-            .call1((r.error.message(), r.error.field()))
-    });
-    match made {
-        Ok(value) => PyErr::from_value(value),
-        Err(err) => err,
-    }
+    raise(py, &r.error, r.wrong_type)
 }
 
 trait IntoPy<T> {
@@ -492,7 +496,7 @@ impl Policy {
                 core::ServerErrorAction::Fail(e) => e,
             }
         };
-        error_object(py, &error).map(Some)
+        error_object(py, &error, false).map(Some)
     }
 
     fn __repr__(&self) -> String {
@@ -867,7 +871,7 @@ fn _resend_pause_ms(reply: &str, attempt: u32) -> Option<u64> {
 
 #[pyfunction]
 fn _command_error<'py>(py: Python<'py>, reply: &str) -> PyResult<Bound<'py, PyAny>> {
-    error_object(py, &core::map_command_error(reply))
+    error_object(py, &core::map_command_error(reply), false)
 }
 
 /// Core's rule for a per-call timeout in milliseconds; returns it unchanged.

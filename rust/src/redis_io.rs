@@ -86,10 +86,10 @@ impl<C: Clone + Send + Sync + 'static> Connector<C> {
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            match failure {
-                Some((began, _)) if began < asked => continue,
-                Some((_, e)) => return Err(e),
-                None => continue,
+            if let Some((began, e)) = failure {
+                if began >= asked {
+                    return Err(e);
+                }
             }
         }
     }
