@@ -20,7 +20,9 @@ run = load_script(RUN, "audit_run")
 # when the request came (in <name>.<algorithm>.load), waits until the run's
 # end, writes FAKE_ADMITS admissions (default 1; FAKE_ADMITS_<name> and
 # FAKE_ADMITS_<name>_<algorithm> say it for one driver) and one denial (then
-# a line that is not JSON if FAKE_GARBAGE is set), and answers.
+# a line that is not JSON if FAKE_GARBAGE is set), and answers. A load of
+# several tenants gets those lines for each, each naming its tenant (but for
+# the first denial when FAKE_UNNAMED is set).
 FAKE = textwrap.dedent(
     """\
     #!/usr/bin/env python3
@@ -43,12 +45,15 @@ FAKE = textwrap.dedent(
                 t = r["start_at_ms"]
                 admits = os.environ.get(f"FAKE_ADMITS_{name}_{policy.get('algorithm')}",
                                         os.environ.get(f"FAKE_ADMITS_{name}", os.environ.get("FAKE_ADMITS", "1")))
-                for _ in range(int(admits)):
-                    f.write(json.dumps({"lang": r["lang"], "allowed": True, "now_ms": t,
-                                        "retry_after_ms": 0,
-                                        "reset_after_ms": window}) + "\\n")
-                f.write(json.dumps({"lang": r["lang"], "allowed": False, "now_ms": t + 1,
-                                    "retry_after_ms": 5}) + "\\n")
+                for k, tenant in enumerate(r.get("tenants", [None])):
+                    head = {"lang": r["lang"]} if tenant is None else {"lang": r["lang"], "tenant": tenant}
+                    for _ in range(int(admits)):
+                        f.write(json.dumps(dict(head, allowed=True, now_ms=t,
+                                                retry_after_ms=0, reset_after_ms=window)) + "\\n")
+                    if k == 0 and os.environ.get("FAKE_UNNAMED"):
+                        head = {"lang": r["lang"]}
+                    f.write(json.dumps(dict(head, allowed=False, now_ms=t + 1,
+                                            retry_after_ms=5)) + "\\n")
                 if os.environ.get("FAKE_GARBAGE"):
                     f.write("not json\\n")
             print('{"ok":true,"calls":2,"errors":0}', flush=True)
@@ -385,6 +390,46 @@ class Drivers(unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
         self.assertEqual({r["cost"] for r in self.loads().values()}, {1})
         self.assertNotIn('"costs"', proc.stdout)
+
+    def test_tenants_are_gone_round_and_each_checked_apart(self):
+        # Two admissions per tenant and driver in one window: four per
+        # tenant, within a limit of 4 each, though twelve in all.
+        flags = ["--runs", "log:uniform", "--windows", "1", "--limit", "4", "--tenants", "3"]
+        proc = self.audit(*flags, env={"FAKE_ADMITS": "2"})
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for r in self.loads().values():
+            self.assertEqual(r["tenants"], ["tenant-1", "tenant-2", "tenant-3"])
+            self.assertNotIn("tenant", r)
+        for n in (1, 2, 3):
+            self.assertIn(f"== log/uniform on standalone, tenant-{n} of 3 tenants\n", proc.stdout)
+        self.assertEqual(proc.stdout.count("largest rolling count 4 of limit 4"), 3)
+        run_dir = os.path.join(self.tmp.name, "out", "standalone-log-uniform")
+        self.assertEqual(
+            sorted(os.listdir(run_dir)),
+            ["alpha.err", "beta.err", "tenant-1", "tenant-2", "tenant-3"],
+        )
+        # Over the limit in every tenant: each check fails on its own.
+        flags = ["--runs", "log:uniform", "--windows", "1", "--limit", "3", "--tenants", "2"]
+        proc = self.audit(*flags, env={"FAKE_ADMITS": "2"})
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertEqual(
+            proc.stdout.count("FAIL: OVER-ADMISSION: 4 permits in one rolling window, limit 3"), 2
+        )
+        # One tenant, as before: no tenants field, one check of the whole log.
+        proc = self.audit("--runs", "log:uniform", "--windows", "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertEqual({r["tenant"] for r in self.loads().values()}, {"tenant-1"})
+        self.assertNotIn("tenants", self.loads()["alpha"])
+
+    def test_a_line_of_no_tenant_of_the_run_fails_it(self):
+        flags = ["--runs", "log:uniform", "--windows", "1", "--tenants", "2"]
+        proc = self.audit(*flags, env={"FAKE_UNNAMED": "1"})
+        self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+        self.assertIn("audit: 2 decision lines name no tenant of the run", proc.stderr)
+        self.assertIn("audit FAILED: log/uniform on standalone", proc.stdout)
+        self.assertEqual(
+            self.audit("--runs", "log:uniform", "--windows", "1", "--tenants", "0").returncode, 2
+        )
 
     def test_multi_on_clocks_a_window_apart_is_refused(self):
         proc = self.audit("--runs", "multi:uniform", "--skew-ms", "400")

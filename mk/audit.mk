@@ -9,7 +9,9 @@
 #                      # limits on caller clocks skewed over ±50 ms
 #                      # (issue 12), standalone and Cluster; the deny
 #                      # cache; then mixed costs (AUDIT_COSTS permits a
-#                      # call), on server time with a failover, and skewed
+#                      # call), on server time with a failover, and skewed;
+#                      # then AUDIT_TENANTS tenants at once, each checked
+#                      # apart, with a failover
 #   make test-audit    # short (part of make test): the log, then the
 #                      # bucketed window, uniform, 3 windows, standalone,
 #                      # Cluster, Cluster + failover; then the bucketed
@@ -22,7 +24,11 @@
 #                      # the local deny cache on, standalone and Cluster;
 #                      # then the bucketed window and a policy of several
 #                      # limits with mixed costs (1, 2, 3 and 5 permits a
-#                      # call), standalone and Cluster
+#                      # call), standalone and Cluster; then a policy of
+#                      # several limits over AUDIT_TENANTS tenants at once
+#                      # (each checked apart) with the deny cache, standalone,
+#                      # Cluster, Cluster + failover (~1 min); and the load
+#                      # op's tenants in every driver (audit/test_load.py)
 #   make audit-reshard # the tenant's slot moved to another master one window
 #                      # in (MIGRATING/IMPORTING, MIGRATE, SETSLOT NODE),
 #                      # log and several limits, 4 windows: never over the
@@ -38,6 +44,7 @@ AUDIT_RUNS ?= log:uniform,log:burst,bucketed:uniform,bucketed:burst,counter:unif
 AUDIT_DRIVERS ?=
 AUDIT_SKEW_MS ?= 50
 AUDIT_COSTS ?= 1,2,3,5
+AUDIT_TENANTS ?= 8
 AUDIT_DRIVER_FLAG = $(if $(AUDIT_DRIVERS),--drivers $(AUDIT_DRIVERS))
 AUDIT_RESHARD_MAX_ERRORS ?= 32
 
@@ -50,7 +57,7 @@ BENCH_TARGETS += bench-flood
 audit-deps: deps drivers
 
 test-audit: audit-deps
-	python3 -m unittest -q audit/test_audit_check.py audit/test_run.py
+	python3 -m unittest -q audit/test_audit_check.py audit/test_run.py audit/test_load.py
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) \
 		--targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:uniform --out .tmp/audit-short
 	scripts/with-redis.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --skew-ms $(AUDIT_SKEW_MS) \
@@ -61,6 +68,8 @@ test-audit: audit-deps
 		--targets standalone,cluster --runs multi:uniform,log:uniform --out .tmp/audit-short-cache
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --costs $(AUDIT_COSTS) \
 		--targets standalone,cluster --runs bucketed:uniform,multi:uniform --out .tmp/audit-short-costs
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows 3 $(AUDIT_DRIVER_FLAG) --tenants $(AUDIT_TENANTS) \
+		--deny-cache --targets standalone,cluster,cluster-failover --runs multi:uniform --out .tmp/audit-short-tenants
 
 audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
@@ -77,6 +86,9 @@ audit: audit-deps
 	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
 		--costs $(AUDIT_COSTS) --skew-ms $(AUDIT_SKEW_MS) --targets standalone,cluster --runs log:uniform,bucketed:uniform \
 		--out .tmp/audit-costs
+	scripts/with-redis.sh scripts/with-cluster.sh audit/run --windows $(AUDIT_WINDOWS) $(AUDIT_DRIVER_FLAG) \
+		--tenants $(AUDIT_TENANTS) --targets standalone,cluster,cluster-failover --runs log:uniform,bucketed:burst,multi:uniform \
+		--out .tmp/audit-tenants
 
 bench-flood: audit-deps
 	scripts/with-redis.sh audit/flood $(AUDIT_DRIVER_FLAG) --factor 10

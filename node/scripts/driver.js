@@ -125,7 +125,7 @@ const KNOWN_FIELDS = {
   peek: ['tenant', 'cost', 'now_ms'],
   reset: ['tenant'],
   key: ['tenant'],
-  load: ['lang', 'tenant', 'cost', 'concurrency', 'start_at_ms', 'end_at_ms', 'active', 'ramp_ms', 'jitter_ms', 'skew_ms', 'out'],
+  load: ['lang', 'tenant', 'tenants', 'cost', 'concurrency', 'start_at_ms', 'end_at_ms', 'active', 'ramp_ms', 'jitter_ms', 'skew_ms', 'out'],
 };
 
 function onlyKnown(req, where, known) {
@@ -180,11 +180,26 @@ const sleep = (ms) => new Promise((resolve) => (ms > 0 ? setTimeout(resolve, ms)
 
 // The largest caller-clock skew a load takes (docs/driver.md): an hour.
 const MAX_SKEW_MS = 3_600_000;
+// The most tenants one load goes round (docs/driver.md).
+const MAX_LOAD_TENANTS = 1_000;
+
+// A load's tenant, or its tenants to go round.
+function loadTenants(req) {
+  const tenants = field(req, 'tenants', 'array');
+  if (tenants === undefined) return [field(req, 'tenant', 'string', true)];
+  if (req.tenant !== undefined && req.tenant !== null) {
+    throw new ProtocolError('load: tenant and tenants are exclusive');
+  }
+  if (tenants.length < 1 || tenants.length > MAX_LOAD_TENANTS || !tenants.every((t) => typeof t === 'string')) {
+    throw new ProtocolError(`load: tenants must be a list of 1 to ${MAX_LOAD_TENANTS} strings`);
+  }
+  return tenants;
+}
 
 function checkLoad(req) {
   const load = {
     lang: field(req, 'lang', 'string', true),
-    tenant: field(req, 'tenant', 'string', true),
+    tenants: loadTenants(req),
     cost: field(req, 'cost', 'number'),
     concurrency: field(req, 'concurrency', 'number', true),
     startAt: field(req, 'start_at_ms', 'number', true),
@@ -225,7 +240,12 @@ async function runLoad(limiter, load) {
   const lang = JSON.stringify(load.lang);
   const lines = [];
   let errors = 0;
-  async function caller() {
+  // With several tenants every line names its call's tenant.
+  const tenantFields =
+    load.tenants.length > 1 ? load.tenants.map((t) => `,"tenant":${JSON.stringify(t)}`) : [''];
+  // Caller i's j-th call (from 0) is for tenants[(i + j) % length].
+  async function caller(_, index) {
+    let turn = index;
     const first = load.startAt + Math.floor(Math.random() * (load.rampMs + 1));
     await sleep(Math.min(first, load.endAt) - Date.now());
     for (let now = Date.now(); now < load.endAt; now = Date.now()) {
@@ -234,12 +254,16 @@ async function runLoad(limiter, load) {
         await sleep(idle);
         continue;
       }
+      turn %= load.tenants.length;
+      const tenant = load.tenants[turn];
+      const tenantField = tenantFields[turn % tenantFields.length];
+      turn += 1;
       try {
         // With skew_ms: caller time, the wall clock plus the skew; else server time.
         const at = load.skewMs === undefined ? options : { ...options, nowMs: Date.now() + load.skewMs };
-        const d = await limiter.acquire(load.tenant, at);
+        const d = await limiter.acquire(tenant, at);
         lines.push(
-          `{"lang":${lang},"allowed":${d.allowed === true},"now_ms":${digits('nowMs', d.nowMs)},` +
+          `{"lang":${lang}${tenantField},"allowed":${d.allowed === true},"now_ms":${digits('nowMs', d.nowMs)},` +
             `"retry_after_ms":${digits('retryAfterMs', d.retryAfterMs)},` +
             `"reset_after_ms":${digits('resetAfterMs', d.resetAfterMs)}}`,
         );
@@ -247,7 +271,7 @@ async function runLoad(limiter, load) {
         errors += 1;
         const code = e instanceof slidelimit.SlidelimitError ? e.code : 'internal';
         const message = JSON.stringify(String(e?.message));
-        lines.push(`{"lang":${lang},"error":${JSON.stringify(code)},"message":${message}}`);
+        lines.push(`{"lang":${lang}${tenantField},"error":${JSON.stringify(code)},"message":${message}}`);
       }
       // Yield even without jitter, so that a memory store's calls (settled
       // without I/O) do not starve the other callers' timers.

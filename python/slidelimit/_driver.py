@@ -32,6 +32,9 @@ MAX_CONCURRENCY = 1_024
 #: The largest caller-clock skew a `load` takes (docs/driver.md): an hour.
 MAX_SKEW_MS = 3_600_000
 
+#: The most tenants one `load` goes round (docs/driver.md).
+MAX_LOAD_TENANTS = 1_000
+
 KNOWN_FIELDS: dict[str, tuple[str, ...]] = {
     "hello": (),
     "exit": (),
@@ -54,6 +57,7 @@ KNOWN_FIELDS: dict[str, tuple[str, ...]] = {
     "load": (
         "lang",
         "tenant",
+        "tenants",
         "cost",
         "concurrency",
         "start_at_ms",
@@ -329,7 +333,7 @@ class Driver:
             raise Protocol(f"load: concurrency must be at most {MAX_CONCURRENCY}")
         plan = Plan(
             lang=f.string("lang"),
-            tenant=f.string("tenant"),
+            tenants=load_tenants(f),
             cost=f.opt_number("cost"),
             start_at_ms=f.integer("start_at_ms"),
             end_at_ms=f.integer("end_at_ms"),
@@ -345,7 +349,7 @@ class Driver:
         results: list[tuple[list[str], int]] = [([], 0)] * concurrency
 
         def run(i: int) -> None:
-            results[i] = plan.caller(limiter)
+            results[i] = plan.caller(limiter, i)
 
         threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(concurrency)]
         for t in threads:
@@ -364,11 +368,27 @@ class Driver:
         return dumps({"ok": True, "calls": calls, "errors": errors})
 
 
+def load_tenants(f: Fields) -> list[str]:
+    """A load's `tenant`, or its `tenants` to go round (docs/driver.md)."""
+    tenants = f.request.get("tenants")
+    if tenants is None:
+        return [f.string("tenant")]
+    if f.request.get("tenant") is not None:
+        raise Protocol("load: tenant and tenants are exclusive")
+    if not (
+        isinstance(tenants, list)
+        and 1 <= len(tenants) <= MAX_LOAD_TENANTS
+        and all(isinstance(t, str) for t in tenants)
+    ):
+        raise Protocol(f"load: tenants must be a list of 1 to {MAX_LOAD_TENANTS} strings")
+    return tenants
+
+
 class Plan:
     def __init__(
         self,
         lang: str,
-        tenant: str,
+        tenants: list[str],
         cost: Any,
         start_at_ms: int,
         end_at_ms: int,
@@ -378,7 +398,11 @@ class Plan:
         skew_ms: int | None,
     ) -> None:
         self.lang = dumps(lang)
-        self.tenant = tenant
+        self.tenants = tenants
+        # With several tenants every line names its call's tenant.
+        self.tenant_fields = (
+            [f',"tenant":{dumps(t)}' for t in tenants] if len(tenants) > 1 else [""]
+        )
         self.costs = {} if cost is None else {"cost": cost}
         self.start_at_ms = start_at_ms
         self.end_at_ms = end_at_ms
@@ -397,9 +421,12 @@ class Plan:
         until = min(min(starts, default=self.end_at_ms), self.end_at_ms)
         return max(until - now, 1)
 
-    def caller(self, limiter: Limiter) -> tuple[list[str], int]:
+    def caller(self, limiter: Limiter, index: int) -> tuple[list[str], int]:
+        """Caller `index`'s lines and errors; its j-th call (from 0) is for
+        tenants[(index + j) mod n]."""
         lines: list[str] = []
         errors = 0
+        turn = index
         first = self.start_at_ms + random.randint(0, self.ramp_ms)
         time.sleep(max(min(first, self.end_at_ms) - wall_ms(), 0) / 1000)
         while True:
@@ -410,20 +437,28 @@ class Plan:
             if wait > 0:
                 time.sleep(wait / 1000)
                 continue
+            turn %= len(self.tenants)
+            tenant, tenant_field = (
+                self.tenants[turn],
+                self.tenant_fields[turn % len(self.tenant_fields)],
+            )
+            turn += 1
             try:
                 if self.skew_ms is None:
-                    d = limiter.acquire(self.tenant, **self.costs)
+                    d = limiter.acquire(tenant, **self.costs)
                 else:
-                    d = limiter.acquire_at(self.tenant, wall_ms() + self.skew_ms, **self.costs)
+                    d = limiter.acquire_at(tenant, wall_ms() + self.skew_ms, **self.costs)
                 lines.append(
-                    f'{{"lang":{self.lang},"allowed":{"true" if d.allowed else "false"},'
+                    f'{{"lang":{self.lang}{tenant_field},'
+                    f'"allowed":{"true" if d.allowed else "false"},'
                     f'"now_ms":{d.now_ms},"retry_after_ms":{d.retry_after_ms},'
                     f'"reset_after_ms":{d.reset_after_ms}}}\n'
                 )
             except slidelimit.Error as e:
                 errors += 1
                 lines.append(
-                    f'{{"lang":{self.lang},"error":"{e.code}","message":{dumps(e.message)}}}\n'
+                    f'{{"lang":{self.lang}{tenant_field},"error":"{e.code}",'
+                    f'"message":{dumps(e.message)}}}\n'
                 )
             pause = random.randint(0, self.jitter_ms)
             time.sleep(pause / 1000)

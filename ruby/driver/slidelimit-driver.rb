@@ -122,7 +122,7 @@ module SlidelimitDriver
     "peek" => %w[tenant cost now_ms],
     "reset" => %w[tenant],
     "key" => %w[tenant],
-    "load" => %w[lang tenant cost concurrency start_at_ms end_at_ms active ramp_ms jitter_ms skew_ms out],
+    "load" => %w[lang tenant tenants cost concurrency start_at_ms end_at_ms active ramp_ms jitter_ms skew_ms out],
   }.transform_values { |names| names.freeze }.freeze
 
   def only_known(object, where, known)
@@ -190,6 +190,20 @@ module SlidelimitDriver
 
   # The largest caller-clock skew a load takes (docs/driver.md): an hour.
   MAX_SKEW_MS = 3_600_000
+  # The most tenants one load goes round (docs/driver.md).
+  MAX_LOAD_TENANTS = 1_000
+
+  # A load's tenant, or its tenants to go round.
+  def load_tenants(req)
+    tenants = field(req, "tenants", :array)
+    return [field(req, "tenant", :string, required: true)] if tenants.nil?
+    raise ProtocolError, "load: tenant and tenants are exclusive" unless req["tenant"].nil?
+    unless tenants.length.between?(1, MAX_LOAD_TENANTS) && tenants.all? { |t| t.is_a?(String) }
+      raise ProtocolError, "load: tenants must be a list of 1 to #{MAX_LOAD_TENANTS} strings"
+    end
+
+    tenants
+  end
 
   def now_ms
     Process.clock_gettime(Process::CLOCK_REALTIME, :millisecond)
@@ -232,7 +246,7 @@ module SlidelimitDriver
   # answers: `session.limiter` is asked for last.
   def run_load(session, req, store)
     lang = field(req, "lang", :string, required: true)
-    tenant = field(req, "tenant", :string, required: true)
+    tenants = load_tenants(req)
     cost = field(req, "cost", :number) || 1
     concurrency = field(req, "concurrency", :number, required: true)
     start_at = field(req, "start_at_ms", :number, required: true)
@@ -260,10 +274,14 @@ module SlidelimitDriver
     # callers keep the clients and the rest wait out the pool's 5 s timeout
     # (docs/ruby.md, "Connection pools").
     crowded = store[:pool] && concurrency > store[:pool_size]
-    threads = Array.new(concurrency) do
+    # Caller i's j-th call (from 0) is for tenants[(i + j) % length]; with
+    # several, every line names its call's tenant.
+    several = tenants.length > 1
+    threads = Array.new(concurrency) do |index|
       Thread.new do
         rng = Random.new
         lines = []
+        turn = index
         sleep_ms(start_at + rng.rand(0..ramp_ms) - now_ms)
         loop do
           now = now_ms
@@ -274,16 +292,20 @@ module SlidelimitDriver
             sleep_ms(idle)
             next
           end
+          turn %= tenants.length
+          tenant = tenants[turn]
+          turn += 1
+          head = several ? { "lang" => lang, "tenant" => tenant } : { "lang" => lang }
           line = begin
             d = skew_ms ? limiter.acquire_at(tenant, now_ms + skew_ms, cost: cost) : limiter.acquire(tenant, cost: cost)
-            { "lang" => lang, "allowed" => d.allowed?, "now_ms" => d.now_ms, "retry_after_ms" => d.retry_after_ms,
-              "reset_after_ms" => d.reset_after_ms }
+            head.merge("allowed" => d.allowed?, "now_ms" => d.now_ms, "retry_after_ms" => d.retry_after_ms,
+                       "reset_after_ms" => d.reset_after_ms)
           rescue Slidelimit::Error => e
-            { "lang" => lang, "error" => e.code.to_s, "message" => e.message }
+            head.merge("error" => e.code.to_s, "message" => e.message)
           rescue StandardError => e
             # Not a slidelimit error: a bug in the gem the harness must see.
             warn "load: acquire raised #{e.class}: #{e.message}"
-            { "lang" => lang, "error" => "raised #{e.class}", "message" => e.message }
+            head.merge("error" => "raised #{e.class}", "message" => e.message)
           end
           lines << line
           Thread.pass if crowded

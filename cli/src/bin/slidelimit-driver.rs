@@ -25,6 +25,8 @@ const MAX_CONCURRENCY: u64 = 100_000;
 
 /// The largest caller-clock skew a `load` takes (docs/driver.md): an hour.
 const MAX_SKEW_MS: i64 = 3_600_000;
+/// The most tenants one `load` goes round (docs/driver.md).
+const MAX_LOAD_TENANTS: usize = 1_000;
 
 /// A request the driver cannot read: answered as `{"error":"protocol",...}`.
 struct Protocol(String);
@@ -168,7 +170,7 @@ impl<'a> Fields<'a> {
                 // `url` and `urls` are read by `store` for its kind alone,
                 // before any other field; `load`'s schedule is the harness's
                 // own, read as it is used.
-                "op" | "url" | "urls" | "active" => continue,
+                "op" | "url" | "urls" | "active" | "tenants" => continue,
                 "namespace" | "resource" | "algorithm" | "tenant" | "kind" | "tls_ca_file"
                 | "lang" | "out" => Json::String,
                 "deny_cache" => Json::Boolean,
@@ -598,7 +600,8 @@ impl Driver {
 /// The schedule of a `load`, shared by all its callers.
 struct Plan {
     lang: String,
-    tenant: String,
+    /// Caller i's j-th call (from 0) is for `tenants[(i + j) % len]`.
+    tenants: Vec<String>,
     cost: Option<u64>,
     concurrency: u64,
     start_at_ms: u64,
@@ -660,7 +663,7 @@ impl Plan {
         }
         Ok(Plan {
             lang: f.str("lang")?.to_owned(),
-            tenant: f.str("tenant")?.to_owned(),
+            tenants: Plan::tenants(f)?,
             cost: f.opt_u64("cost")?,
             concurrency,
             start_at_ms: f.u64("start_at_ms")?,
@@ -670,6 +673,29 @@ impl Plan {
             jitter_ms: f.opt_u64("jitter_ms")?.unwrap_or(0),
             skew_ms,
         })
+    }
+
+    /// A load's `tenant`, or its `tenants` to go round.
+    fn tenants(f: &Fields) -> Result<Vec<String>, Protocol> {
+        let Some(list) = f.get("tenants") else {
+            return Ok(vec![f.str("tenant")?.to_owned()]);
+        };
+        if f.get("tenant").is_some() {
+            return Err(Protocol("load: tenant and tenants are exclusive".into()));
+        }
+        let wrong = || {
+            f.wrong(
+                "tenants",
+                &format!("a list of 1 to {MAX_LOAD_TENANTS} strings"),
+            )
+        };
+        let list = list.as_array().ok_or_else(wrong)?;
+        if list.is_empty() || list.len() > MAX_LOAD_TENANTS {
+            return Err(wrong());
+        }
+        list.iter()
+            .map(|t| t.as_str().map(str::to_owned).ok_or_else(wrong))
+            .collect()
     }
 
     /// How long a caller waits at `now` before it may call: 0 inside an
@@ -691,8 +717,22 @@ impl Plan {
     }
 
     /// One caller's log lines and its count of errors.
-    async fn caller(self: Arc<Self>, limiter: Limiter, seed: u64) -> (Vec<String>, u64) {
+    async fn caller(
+        self: Arc<Self>,
+        limiter: Limiter,
+        index: usize,
+        seed: u64,
+    ) -> (Vec<String>, u64) {
         let (mut lines, mut errors) = (Vec::new(), 0);
+        // With several tenants every line names its call's tenant.
+        let tenant_fields: Vec<String> = match self.tenants.as_slice() {
+            [_] => vec![String::new()],
+            all => all
+                .iter()
+                .map(|t| format!(",\"tenant\":{}", json_str(t)))
+                .collect(),
+        };
+        let mut turn = index;
         let mut random = seed | 1;
         let ramp = next_random(&mut random) % self.ramp_ms.saturating_add(1);
         let first = self.start_at_ms.saturating_add(ramp);
@@ -708,25 +748,27 @@ impl Plan {
                 sleep_ms(wait).await;
                 continue;
             }
+            turn %= self.tenants.len();
+            let tenant = &self.tenants[turn];
+            let tenant_field = &tenant_fields[turn % tenant_fields.len()];
+            turn += 1;
             let result = match (self.skew_ms, self.cost) {
                 (Some(skew), cost) => {
                     let at = wall_ms().saturating_add_signed(skew);
-                    limiter
-                        .acquire_at(&self.tenant, cost.unwrap_or(1), at)
-                        .await
+                    limiter.acquire_at(tenant, cost.unwrap_or(1), at).await
                 }
-                (None, None) => limiter.acquire(&self.tenant).await,
-                (None, Some(cost)) => limiter.acquire_n(&self.tenant, cost).await,
+                (None, None) => limiter.acquire(tenant).await,
+                (None, Some(cost)) => limiter.acquire_n(tenant, cost).await,
             };
             lines.push(match result {
                 Ok(d) => format!(
-                    "{{\"lang\":{lang},\"allowed\":{},\"now_ms\":{},\"retry_after_ms\":{},\"reset_after_ms\":{}}}\n",
+                    "{{\"lang\":{lang}{tenant_field},\"allowed\":{},\"now_ms\":{},\"retry_after_ms\":{},\"reset_after_ms\":{}}}\n",
                     d.allowed, d.now_ms, d.retry_after_ms, d.reset_after_ms
                 ),
                 Err(e) => {
                     errors += 1;
                     format!(
-                        "{{\"lang\":{lang},\"error\":\"{}\",\"message\":{}}}\n",
+                        "{{\"lang\":{lang}{tenant_field},\"error\":\"{}\",\"message\":{}}}\n",
                         e.code(),
                         json_str(e.message())
                     )
@@ -746,7 +788,7 @@ impl Plan {
         let tasks: Vec<_> = (0..plan.concurrency)
             .map(|i| {
                 let seed = seed.wrapping_add(i.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-                tokio::spawn(plan.clone().caller(limiter.clone(), seed))
+                tokio::spawn(plan.clone().caller(limiter.clone(), i as usize, seed))
             })
             .collect();
         let (mut calls, mut errors, mut text) = (0, 0, String::new());
@@ -786,6 +828,7 @@ fn known_fields(op: &str) -> Option<&'static [&'static str]> {
         "load" => &[
             "lang",
             "tenant",
+            "tenants",
             "cost",
             "concurrency",
             "start_at_ms",
@@ -968,7 +1011,7 @@ mod tests {
     fn plan(active: Option<Vec<(u64, u64)>>) -> Plan {
         Plan {
             lang: "rust".into(),
-            tenant: "t".into(),
+            tenants: vec!["t".into()],
             cost: None,
             concurrency: 1,
             start_at_ms: 1000,

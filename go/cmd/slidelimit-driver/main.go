@@ -123,7 +123,7 @@ var knownFields = map[string][]string{
 	"peek":       {"tenant", "cost", "now_ms"},
 	"reset":      {"tenant"},
 	"key":        {"tenant"},
-	"load": {"lang", "tenant", "cost", "concurrency", "start_at_ms", "end_at_ms", "active",
+	"load": {"lang", "tenant", "tenants", "cost", "concurrency", "start_at_ms", "end_at_ms", "active",
 		"ramp_ms", "jitter_ms", "skew_ms", "out"},
 }
 
@@ -209,7 +209,7 @@ func (r *request) checkTypes() error {
 				return err
 			}
 			fits = true
-		case name == "active": // load's schedule: the harness's own, read as it is used
+		case name == "active" || name == "tenants": // load's own, read as they are used
 			fits = true
 		default:
 			_, fits = v.(json.Number)
@@ -862,7 +862,9 @@ func (d *driver) opKey(r *request) (string, error) {
 
 // plan is the schedule of a load, shared by all its callers.
 type plan struct {
-	lang, tenant       string
+	lang string
+	// Caller i's j-th call (from 0) is for tenants[(i + j) % len(tenants)].
+	tenants            []string
 	cost               uint64
 	hasCost            bool
 	concurrency        int
@@ -878,13 +880,40 @@ type plan struct {
 // maxSkewMs bounds a load's skew_ms (docs/driver.md): an hour either way.
 const maxSkewMs = 3_600_000
 
+// maxLoadTenants bounds the tenants one load goes round (docs/driver.md).
+const maxLoadTenants = 1_000
+
+// loadTenants is a load's tenant, or its tenants to go round.
+func loadTenants(r *request) ([]string, error) {
+	raw, ok := r.fields["tenants"]
+	if !ok || raw == nil {
+		tenant, err := r.str("tenant")
+		return []string{tenant}, err
+	}
+	if tenant, both := r.fields["tenant"]; both && tenant != nil {
+		return nil, protocolf("load: tenant and tenants are exclusive")
+	}
+	wrong := r.wrong("tenants", fmt.Sprintf("a list of 1 to %d strings", maxLoadTenants))
+	list, ok := raw.([]any)
+	if !ok || len(list) == 0 || len(list) > maxLoadTenants {
+		return nil, wrong
+	}
+	tenants := make([]string, len(list))
+	for i, v := range list {
+		if tenants[i], ok = v.(string); !ok {
+			return nil, wrong
+		}
+	}
+	return tenants, nil
+}
+
 func readPlan(r *request) (*plan, error) {
 	var p plan
 	var err error
 	if p.lang, err = r.str("lang"); err != nil {
 		return nil, err
 	}
-	if p.tenant, err = r.str("tenant"); err != nil {
+	if p.tenants, err = loadTenants(r); err != nil {
 		return nil, err
 	}
 	if p.cost, p.hasCost, err = r.optUint("cost"); err != nil {
@@ -970,10 +999,19 @@ func (p *plan) waitMs(now uint64) uint64 {
 	return max(next-now, 1) // now < end_at_ms, and next is a start after now or the end
 }
 
-// caller runs one caller to the end of the run: its log lines and errors.
-func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
+// caller runs caller index to the end of the run: its log lines and errors.
+func (p *plan) caller(l *slidelimit.Limiter, index int) (lines []byte, calls, errs int) {
 	ctx := context.Background()
 	lang := jsonString(p.lang)
+	// With several tenants every line names its call's tenant.
+	tenantFields := []string{""}
+	if len(p.tenants) > 1 {
+		tenantFields = make([]string, len(p.tenants))
+		for i, t := range p.tenants {
+			tenantFields[i] = `,"tenant":` + jsonString(t)
+		}
+	}
+	turn := index
 	first := p.startAtMs + rand.Uint64N(p.rampMs+1)
 	if now := wallMs(); min(first, p.endAtMs) > now {
 		sleepMs(min(first, p.endAtMs) - now)
@@ -987,6 +1025,9 @@ func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
 			sleepMs(wait)
 			continue
 		}
+		turn %= len(p.tenants)
+		tenant, tenantField := p.tenants[turn], tenantFields[turn%len(tenantFields)]
+		turn++
 		var d slidelimit.Decision
 		var err error
 		switch {
@@ -995,11 +1036,11 @@ func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
 			if !p.hasCost {
 				cost = 1 // Acquire's default, which AcquireAt spells out
 			}
-			d, err = l.AcquireAt(ctx, p.tenant, cost, uint64(max(int64(wallMs())+p.skewMs, 0)))
+			d, err = l.AcquireAt(ctx, tenant, cost, uint64(max(int64(wallMs())+p.skewMs, 0)))
 		case p.hasCost:
-			d, err = l.AcquireN(ctx, p.tenant, p.cost)
+			d, err = l.AcquireN(ctx, tenant, p.cost)
 		default:
-			d, err = l.Acquire(ctx, p.tenant)
+			d, err = l.Acquire(ctx, tenant)
 		}
 		calls++
 		if err != nil {
@@ -1008,11 +1049,11 @@ func (p *plan) caller(l *slidelimit.Limiter) (lines []byte, calls, errs int) {
 			if !ok {
 				code = slidelimit.ErrInternal
 			}
-			lines = fmt.Appendf(lines, "{\"lang\":%s,\"error\":\"%s\",\"message\":%s}\n", lang, code, jsonString(messageOf(err)))
+			lines = fmt.Appendf(lines, "{\"lang\":%s%s,\"error\":\"%s\",\"message\":%s}\n", lang, tenantField, code, jsonString(messageOf(err)))
 		} else {
 			lines = fmt.Appendf(lines,
-				"{\"lang\":%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d,\"reset_after_ms\":%d}\n",
-				lang, d.Allowed, d.NowMs, d.RetryAfterMs, d.ResetAfterMs)
+				"{\"lang\":%s%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d,\"reset_after_ms\":%d}\n",
+				lang, tenantField, d.Allowed, d.NowMs, d.RetryAfterMs, d.ResetAfterMs)
 		}
 		sleepMs(rand.Uint64N(p.jitterMs + 1))
 	}
@@ -1038,7 +1079,7 @@ func (d *driver) opLoad(r *request) (string, error) {
 	errs := make([]int, p.concurrency)
 	var wg sync.WaitGroup
 	for i := range p.concurrency {
-		wg.Go(func() { logs[i], calls[i], errs[i] = p.caller(l) })
+		wg.Go(func() { logs[i], calls[i], errs[i] = p.caller(l, i) })
 	}
 	wg.Wait()
 	if err := os.WriteFile(out, slices.Concat(logs...), 0o644); err != nil {
