@@ -7,6 +7,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -430,6 +431,39 @@ class Drivers(unittest.TestCase):
         self.assertEqual(
             self.audit("--runs", "log:uniform", "--windows", "1", "--tenants", "0").returncode, 2
         )
+
+    def test_tenant_logs_are_split_and_errors_counted_over_all_tenants(self):
+        out = os.path.join(self.tmp.name, "split")
+        os.mkdir(out)
+
+        def line(tenant, error=0):
+            record = {"lang": "alpha", "tenant": tenant}
+            record.update({"error": "unavailable"} if error else {"allowed": True})
+            return json.dumps(record) + "\n"
+
+        with open(os.path.join(out, "alpha.jsonl"), "w") as f:
+            for tenant, error in [("tenant-1", 1), ("tenant-2", 1), ("tenant-2", 1)]:
+                f.write(line(tenant, error))
+            f.writelines([line("tenant-2"), line("tenant-9")])
+        args = types.SimpleNamespace(tenants=2, drivers=["alpha", "beta"], max_errors=2)
+        dirs, errors = run.tenant_logs(args, out)
+        self.assertEqual(
+            dirs,
+            [
+                ("tenant-1", os.path.join(out, "tenant-1")),
+                ("tenant-2", os.path.join(out, "tenant-2")),
+                ("unattributed", None),
+            ],
+        )
+        self.assertEqual(errors, {"alpha": 3})
+        with open(os.path.join(out, "tenant-2", "alpha.jsonl")) as f:
+            self.assertEqual(len(f.readlines()), 3)
+        with open(os.path.join(out, "unattributed.jsonl")) as f:
+            self.assertIn("tenant-9", f.read())
+        self.assertFalse(os.path.exists(os.path.join(out, "alpha.jsonl")))
+        # At most 2 a tenant, 3 in all: over a bound of 2.
+        self.assertFalse(run.errors_within_bound(args, "log", errors))
+        self.assertTrue(run.errors_within_bound(args, "log", {"alpha": 2, "beta": 0}))
 
     def test_multi_on_clocks_a_window_apart_is_refused(self):
         proc = self.audit("--runs", "multi:uniform", "--skew-ms", "400")
