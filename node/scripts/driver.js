@@ -237,13 +237,17 @@ function idleMs(load, now) {
 
 async function runLoad(limiter, load) {
   const options = load.cost === undefined ? undefined : { cost: load.cost };
-  const lang = JSON.stringify(load.lang);
   const lines = [];
   let errors = 0;
-  // With several tenants every line names its call's tenant.
-  const tenantFields =
-    load.tenants.length > 1 ? load.tenants.map((t) => `,"tenant":${JSON.stringify(t)}`) : [''];
-  // Caller i's j-th call (from 0) is for tenants[(i + j) % length].
+  // Each tenant with the head of its calls' lines ({"lang":..., and
+  // ,"tenant":... when there are several). Caller i's j-th call (from 0) is
+  // for rounds[(i + j) % length].
+  const lang = `{"lang":${JSON.stringify(load.lang)}`;
+  const several = load.tenants.length > 1;
+  const rounds = load.tenants.map((tenant) => ({
+    tenant,
+    head: several ? `${lang},"tenant":${JSON.stringify(tenant)}` : lang,
+  }));
   async function caller(_, index) {
     let turn = index;
     const first = load.startAt + Math.floor(Math.random() * (load.rampMs + 1));
@@ -254,16 +258,14 @@ async function runLoad(limiter, load) {
         await sleep(idle);
         continue;
       }
-      turn %= load.tenants.length;
-      const tenant = load.tenants[turn];
-      const tenantField = tenantFields[turn % tenantFields.length];
+      const { tenant, head } = rounds[turn % rounds.length];
       turn += 1;
       try {
         // With skew_ms: caller time, the wall clock plus the skew; else server time.
         const at = load.skewMs === undefined ? options : { ...options, nowMs: Date.now() + load.skewMs };
         const d = await limiter.acquire(tenant, at);
         lines.push(
-          `{"lang":${lang}${tenantField},"allowed":${d.allowed === true},"now_ms":${digits('nowMs', d.nowMs)},` +
+          `${head},"allowed":${d.allowed === true},"now_ms":${digits('nowMs', d.nowMs)},` +
             `"retry_after_ms":${digits('retryAfterMs', d.retryAfterMs)},` +
             `"reset_after_ms":${digits('resetAfterMs', d.resetAfterMs)}}`,
         );
@@ -271,7 +273,7 @@ async function runLoad(limiter, load) {
         errors += 1;
         const code = e instanceof slidelimit.SlidelimitError ? e.code : 'internal';
         const message = JSON.stringify(String(e?.message));
-        lines.push(`{"lang":${lang}${tenantField},"error":${JSON.stringify(code)},"message":${message}}`);
+        lines.push(`${head},"error":${JSON.stringify(code)},"message":${message}}`);
       }
       // Yield even without jitter, so that a memory store's calls (settled
       // without I/O) do not starve the other callers' timers.

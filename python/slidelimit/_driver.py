@@ -397,12 +397,12 @@ class Plan:
         jitter_ms: int,
         skew_ms: int | None,
     ) -> None:
-        self.lang = dumps(lang)
-        self.tenants = tenants
-        # With several tenants every line names its call's tenant.
-        self.tenant_fields = (
-            [f',"tenant":{dumps(t)}' for t in tenants] if len(tenants) > 1 else [""]
-        )
+        # Each tenant with the head of its calls' lines ({"lang":..., and
+        # ,"tenant":... when there are several).
+        head = f'{{"lang":{dumps(lang)}'
+        self.rounds = [
+            (t, f'{head},"tenant":{dumps(t)}' if len(tenants) > 1 else head) for t in tenants
+        ]
         self.costs = {} if cost is None else {"cost": cost}
         self.start_at_ms = start_at_ms
         self.end_at_ms = end_at_ms
@@ -437,11 +437,7 @@ class Plan:
             if wait > 0:
                 time.sleep(wait / 1000)
                 continue
-            turn %= len(self.tenants)
-            tenant, tenant_field = (
-                self.tenants[turn],
-                self.tenant_fields[turn % len(self.tenant_fields)],
-            )
+            tenant, head = self.rounds[turn % len(self.rounds)]
             turn += 1
             try:
                 if self.skew_ms is None:
@@ -449,17 +445,13 @@ class Plan:
                 else:
                     d = limiter.acquire_at(tenant, wall_ms() + self.skew_ms, **self.costs)
                 lines.append(
-                    f'{{"lang":{self.lang}{tenant_field},'
-                    f'"allowed":{"true" if d.allowed else "false"},'
+                    f'{head},"allowed":{"true" if d.allowed else "false"},'
                     f'"now_ms":{d.now_ms},"retry_after_ms":{d.retry_after_ms},'
                     f'"reset_after_ms":{d.reset_after_ms}}}\n'
                 )
             except slidelimit.Error as e:
                 errors += 1
-                lines.append(
-                    f'{{"lang":{self.lang}{tenant_field},"error":"{e.code}",'
-                    f'"message":{dumps(e.message)}}}\n'
-                )
+                lines.append(f'{head},"error":"{e.code}","message":{dumps(e.message)}}}\n')
             pause = random.randint(0, self.jitter_ms)
             time.sleep(pause / 1000)
 

@@ -274,9 +274,12 @@ module SlidelimitDriver
     # callers keep the clients and the rest wait out the pool's 5 s timeout
     # (docs/ruby.md, "Connection pools").
     crowded = store[:pool] && concurrency > store[:pool_size]
-    # Caller i's j-th call (from 0) is for tenants[(i + j) % length]; with
-    # several, every line names its call's tenant.
-    several = tenants.length > 1
+    # Each tenant with the head of its calls' lines (the tenant too when
+    # there are several). Caller i's j-th call (from 0) is for
+    # rounds[(i + j) % length].
+    rounds = tenants.map do |t|
+      [t, tenants.length > 1 ? { "lang" => lang, "tenant" => t }.freeze : { "lang" => lang }.freeze]
+    end
     threads = Array.new(concurrency) do |index|
       Thread.new do
         rng = Random.new
@@ -292,10 +295,8 @@ module SlidelimitDriver
             sleep_ms(idle)
             next
           end
-          turn %= tenants.length
-          tenant = tenants[turn]
+          tenant, head = rounds[turn % rounds.length]
           turn += 1
-          head = several ? { "lang" => lang, "tenant" => tenant } : { "lang" => lang }
           line = begin
             d = skew_ms ? limiter.acquire_at(tenant, now_ms + skew_ms, cost: cost) : limiter.acquire(tenant, cost: cost)
             head.merge("allowed" => d.allowed?, "now_ms" => d.now_ms, "retry_after_ms" => d.retry_after_ms,

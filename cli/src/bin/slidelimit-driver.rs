@@ -599,9 +599,10 @@ impl Driver {
 
 /// The schedule of a `load`, shared by all its callers.
 struct Plan {
-    lang: String,
-    /// Caller i's j-th call (from 0) is for `tenants[(i + j) % len]`.
-    tenants: Vec<String>,
+    /// Each tenant with the head of its calls' lines (`{"lang":...`, and
+    /// `,"tenant":...` when there are several). Caller i's j-th call (from
+    /// 0) is for `rounds[(i + j) % len]`.
+    rounds: Vec<(String, String)>,
     cost: Option<u64>,
     concurrency: u64,
     start_at_ms: u64,
@@ -661,9 +662,22 @@ impl Plan {
         if concurrency > MAX_CONCURRENCY {
             return Err(f.wrong("concurrency", &format!("at most {MAX_CONCURRENCY}")));
         }
+        let lang = format!("{{\"lang\":{}", json_str(f.str("lang")?));
+        let tenants = Plan::tenants(f)?;
+        let several = tenants.len() > 1;
+        let rounds = tenants
+            .into_iter()
+            .map(|t| {
+                let head = if several {
+                    format!("{lang},\"tenant\":{}", json_str(&t))
+                } else {
+                    lang.clone()
+                };
+                (t, head)
+            })
+            .collect();
         Ok(Plan {
-            lang: f.str("lang")?.to_owned(),
-            tenants: Plan::tenants(f)?,
+            rounds,
             cost: f.opt_u64("cost")?,
             concurrency,
             start_at_ms: f.u64("start_at_ms")?,
@@ -724,20 +738,11 @@ impl Plan {
         seed: u64,
     ) -> (Vec<String>, u64) {
         let (mut lines, mut errors) = (Vec::new(), 0);
-        // With several tenants every line names its call's tenant.
-        let tenant_fields: Vec<String> = match self.tenants.as_slice() {
-            [_] => vec![String::new()],
-            all => all
-                .iter()
-                .map(|t| format!(",\"tenant\":{}", json_str(t)))
-                .collect(),
-        };
         let mut turn = index;
         let mut random = seed | 1;
         let ramp = next_random(&mut random) % self.ramp_ms.saturating_add(1);
         let first = self.start_at_ms.saturating_add(ramp);
         sleep_ms(first.min(self.end_at_ms).saturating_sub(wall_ms())).await;
-        let lang = json_str(&self.lang);
         loop {
             let now = wall_ms();
             if now >= self.end_at_ms {
@@ -748,9 +753,7 @@ impl Plan {
                 sleep_ms(wait).await;
                 continue;
             }
-            turn %= self.tenants.len();
-            let tenant = &self.tenants[turn];
-            let tenant_field = &tenant_fields[turn % tenant_fields.len()];
+            let (tenant, head) = &self.rounds[turn % self.rounds.len()];
             turn += 1;
             let result = match (self.skew_ms, self.cost) {
                 (Some(skew), cost) => {
@@ -762,13 +765,13 @@ impl Plan {
             };
             lines.push(match result {
                 Ok(d) => format!(
-                    "{{\"lang\":{lang}{tenant_field},\"allowed\":{},\"now_ms\":{},\"retry_after_ms\":{},\"reset_after_ms\":{}}}\n",
+                    "{head},\"allowed\":{},\"now_ms\":{},\"retry_after_ms\":{},\"reset_after_ms\":{}}}\n",
                     d.allowed, d.now_ms, d.retry_after_ms, d.reset_after_ms
                 ),
                 Err(e) => {
                     errors += 1;
                     format!(
-                        "{{\"lang\":{lang}{tenant_field},\"error\":\"{}\",\"message\":{}}}\n",
+                        "{head},\"error\":\"{}\",\"message\":{}}}\n",
                         e.code(),
                         json_str(e.message())
                     )
@@ -1010,8 +1013,7 @@ mod tests {
 
     fn plan(active: Option<Vec<(u64, u64)>>) -> Plan {
         Plan {
-            lang: "rust".into(),
-            tenants: vec!["t".into()],
+            rounds: vec![("t".into(), r#"{"lang":"rust""#.into())],
             cost: None,
             concurrency: 1,
             start_at_ms: 1000,

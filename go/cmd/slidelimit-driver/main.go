@@ -862,9 +862,10 @@ func (d *driver) opKey(r *request) (string, error) {
 
 // plan is the schedule of a load, shared by all its callers.
 type plan struct {
-	lang string
-	// Caller i's j-th call (from 0) is for tenants[(i + j) % len(tenants)].
-	tenants            []string
+	// Each tenant with the head of its calls' lines ({"lang":..., and
+	// ,"tenant":... when there are several). Caller i's j-th call (from 0)
+	// is for rounds[(i + j) % len(rounds)].
+	rounds             []round
 	cost               uint64
 	hasCost            bool
 	concurrency        int
@@ -879,6 +880,9 @@ type plan struct {
 
 // maxSkewMs bounds a load's skew_ms (docs/driver.md): an hour either way.
 const maxSkewMs = 3_600_000
+
+// round is one tenant of a load and the head of its calls' lines.
+type round struct{ tenant, head string }
 
 // maxLoadTenants bounds the tenants one load goes round (docs/driver.md).
 const maxLoadTenants = 1_000
@@ -910,11 +914,20 @@ func loadTenants(r *request) ([]string, error) {
 func readPlan(r *request) (*plan, error) {
 	var p plan
 	var err error
-	if p.lang, err = r.str("lang"); err != nil {
+	lang, err := r.str("lang")
+	if err != nil {
 		return nil, err
 	}
-	if p.tenants, err = loadTenants(r); err != nil {
+	tenants, err := loadTenants(r)
+	if err != nil {
 		return nil, err
+	}
+	for _, t := range tenants {
+		head := `{"lang":` + jsonString(lang)
+		if len(tenants) > 1 {
+			head += `,"tenant":` + jsonString(t)
+		}
+		p.rounds = append(p.rounds, round{t, head})
 	}
 	if p.cost, p.hasCost, err = r.optUint("cost"); err != nil {
 		return nil, err
@@ -1002,15 +1015,6 @@ func (p *plan) waitMs(now uint64) uint64 {
 // caller runs caller index to the end of the run: its log lines and errors.
 func (p *plan) caller(l *slidelimit.Limiter, index int) (lines []byte, calls, errs int) {
 	ctx := context.Background()
-	lang := jsonString(p.lang)
-	// With several tenants every line names its call's tenant.
-	tenantFields := []string{""}
-	if len(p.tenants) > 1 {
-		tenantFields = make([]string, len(p.tenants))
-		for i, t := range p.tenants {
-			tenantFields[i] = `,"tenant":` + jsonString(t)
-		}
-	}
 	turn := index
 	first := p.startAtMs + rand.Uint64N(p.rampMs+1)
 	if now := wallMs(); min(first, p.endAtMs) > now {
@@ -1025,8 +1029,7 @@ func (p *plan) caller(l *slidelimit.Limiter, index int) (lines []byte, calls, er
 			sleepMs(wait)
 			continue
 		}
-		turn %= len(p.tenants)
-		tenant, tenantField := p.tenants[turn], tenantFields[turn%len(tenantFields)]
+		call := p.rounds[turn%len(p.rounds)]
 		turn++
 		var d slidelimit.Decision
 		var err error
@@ -1036,11 +1039,11 @@ func (p *plan) caller(l *slidelimit.Limiter, index int) (lines []byte, calls, er
 			if !p.hasCost {
 				cost = 1 // Acquire's default, which AcquireAt spells out
 			}
-			d, err = l.AcquireAt(ctx, tenant, cost, uint64(max(int64(wallMs())+p.skewMs, 0)))
+			d, err = l.AcquireAt(ctx, call.tenant, cost, uint64(max(int64(wallMs())+p.skewMs, 0)))
 		case p.hasCost:
-			d, err = l.AcquireN(ctx, tenant, p.cost)
+			d, err = l.AcquireN(ctx, call.tenant, p.cost)
 		default:
-			d, err = l.Acquire(ctx, tenant)
+			d, err = l.Acquire(ctx, call.tenant)
 		}
 		calls++
 		if err != nil {
@@ -1049,11 +1052,11 @@ func (p *plan) caller(l *slidelimit.Limiter, index int) (lines []byte, calls, er
 			if !ok {
 				code = slidelimit.ErrInternal
 			}
-			lines = fmt.Appendf(lines, "{\"lang\":%s%s,\"error\":\"%s\",\"message\":%s}\n", lang, tenantField, code, jsonString(messageOf(err)))
+			lines = fmt.Appendf(lines, "%s,\"error\":\"%s\",\"message\":%s}\n", call.head, code, jsonString(messageOf(err)))
 		} else {
 			lines = fmt.Appendf(lines,
-				"{\"lang\":%s%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d,\"reset_after_ms\":%d}\n",
-				lang, tenantField, d.Allowed, d.NowMs, d.RetryAfterMs, d.ResetAfterMs)
+				"%s,\"allowed\":%t,\"now_ms\":%d,\"retry_after_ms\":%d,\"reset_after_ms\":%d}\n",
+				call.head, d.Allowed, d.NowMs, d.RetryAfterMs, d.ResetAfterMs)
 		}
 		sleepMs(rand.Uint64N(p.jitterMs + 1))
 	}
