@@ -446,15 +446,15 @@ class Drivers(unittest.TestCase):
                 f.write(line(tenant, error))
             f.writelines([line("tenant-2"), line("tenant-9")])
         args = types.SimpleNamespace(tenants=2, drivers=["alpha", "beta"], max_errors=2)
-        dirs, errors = run.tenant_logs(args, out)
+        dirs, errors, stray = run.tenant_logs(args, out)
         self.assertEqual(
             dirs,
             [
                 ("tenant-1", os.path.join(out, "tenant-1")),
                 ("tenant-2", os.path.join(out, "tenant-2")),
-                ("unattributed", None),
             ],
         )
+        self.assertEqual(stray, 1)
         self.assertEqual(errors, {"alpha": 3})
         with open(os.path.join(out, "tenant-2", "alpha.jsonl")) as f:
             self.assertEqual(len(f.readlines()), 3)

@@ -922,8 +922,9 @@ func readPlan(r *request) (*plan, error) {
 	if err != nil {
 		return nil, err
 	}
+	langHead := `{"lang":` + jsonString(lang)
 	for _, t := range tenants {
-		head := `{"lang":` + jsonString(lang)
+		head := langHead
 		if len(tenants) > 1 {
 			head += `,"tenant":` + jsonString(t)
 		}
