@@ -5,7 +5,7 @@
 // worker-wide `limiter` / `rateLimit`: that would stall every tenant.
 
 const { DelayedError } = require('bullmq');
-const { SlidelimitError, UnavailableError, invalid, onlyKnown } = require('./errors');
+const { SlidelimitError, UnavailableError, invalid, isRecord, onlyKnown } = require('./errors');
 
 const OPTIONS = [
   'tenant',
@@ -52,12 +52,31 @@ class OutageLimitError extends Error {
 
 const STATE_KEY = 'slidelimit';
 
-function checkCount(field, value, fallback) {
+// `unbounded`: Infinity is a value (never give up), not only a default.
+function checkCount(field, value, fallback, unbounded = false) {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !(Number.isSafeInteger(value) || value === Infinity) || value < 0) {
-    throw invalid(field, 'must be a non-negative integer');
+  const whole = Number.isSafeInteger(value) || (unbounded && value === Infinity);
+  if (typeof value !== 'number' || !whole || value < 0) {
+    throw invalid(field, `must be a non-negative integer${unbounded ? ' or Infinity' : ''}, got ${String(value)}`);
   }
   return value;
+}
+
+function checkFunction(field, value, fallback, what) {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'function') throw invalid(field, `must be ${what}, got ${typeof value}`);
+  return value;
+}
+
+// Backoff of outage delays: baseMs * 2^(n-1), at most maxMs (whole ms).
+function checkBackoff(option) {
+  if (option === undefined) return { baseMs: 1000, maxMs: 60_000 };
+  if (!isRecord(option)) throw invalid('unavailable_backoff', 'must be an object { baseMs, maxMs }');
+  onlyKnown(option, ['baseMs', 'maxMs'], (key) => `unavailableBackoff.${key}`);
+  return {
+    baseMs: checkCount('unavailable_backoff.base_ms', option.baseMs, 1000),
+    maxMs: checkCount('unavailable_backoff.max_ms', option.maxMs, 60_000),
+  };
 }
 
 /**
@@ -67,23 +86,20 @@ function checkCount(field, value, fallback) {
 function rateLimited(limiter, processor, options = {}) {
   if (!limiter || typeof limiter.acquire !== 'function') throw invalid('limiter', 'must be a slidelimit Limiter');
   if (typeof processor !== 'function') throw invalid('processor', 'must be a function');
-  if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
+  if (!isRecord(options)) throw invalid('options', 'must be an object');
   onlyKnown(options, OPTIONS);
-  if (options.unavailableBackoff !== undefined) {
-    onlyKnown(options.unavailableBackoff, ['baseMs', 'maxMs'], (key) => `unavailableBackoff.${key}`);
-  }
   if (typeof options.tenant !== 'function') throw invalid('tenant', 'must be a function of the job');
   const tenantOf = options.tenant;
-  const costOf = options.cost || (() => 1);
+  const costOf = checkFunction('cost', options.cost, () => 1, 'a function of the job');
   const jitterMs = checkCount('jitter_ms', options.jitterMs, 250);
-  const maxDeferrals = checkCount('max_deferrals', options.maxDeferrals, 100);
-  const maxOutageDeferrals = checkCount('max_outage_deferrals', options.maxOutageDeferrals, Infinity);
-  const onUnavailable = options.onUnavailable || 'delay';
+  const maxDeferrals = checkCount('max_deferrals', options.maxDeferrals, 100, true);
+  const maxOutageDeferrals = checkCount('max_outage_deferrals', options.maxOutageDeferrals, Infinity, true);
+  const onUnavailable = options.onUnavailable === undefined ? 'delay' : options.onUnavailable;
   if (!['delay', 'run', 'fail'].includes(onUnavailable)) {
-    throw invalid('on_unavailable', 'must be "delay", "run" or "fail"');
+    throw invalid('on_unavailable', `must be "delay", "run" or "fail", got ${JSON.stringify(onUnavailable)}`);
   }
-  const backoff = { baseMs: 1000, maxMs: 60_000, ...options.unavailableBackoff };
-  const random = options.random || Math.random;
+  const backoff = checkBackoff(options.unavailableBackoff);
+  const random = checkFunction('random', options.random, Math.random, 'a function returning a number in [0, 1)');
 
   const jitter = () => Math.floor(random() * (jitterMs + 1));
 
@@ -93,7 +109,7 @@ function rateLimited(limiter, processor, options = {}) {
   // answers). A new attempt (after a failed one) starts both at 0.
   function stateOf(job) {
     const data = job.data;
-    if (data === null || typeof data !== 'object' || Array.isArray(data)) {
+    if (!isRecord(data)) {
       throw invalid('job.data', 'must be an object so that deferrals can be counted');
     }
     const s = data[STATE_KEY];

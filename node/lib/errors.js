@@ -53,6 +53,12 @@ function invalid(field, problem) {
   return new InvalidArgumentError('invalid_argument', `${field}: ${problem}`, field);
 }
 
+// An options object is a plain object: not null, and not an array (whose
+// `for...in` finds no key, so `[]` would pass for `{}` without a word).
+function isRecord(value) {
+  return value !== null && typeof value === 'object' && !Array.isArray(value);
+}
+
 // An options object holds only the keys it is read for. A misspelt key
 // (`bucket`, `maxDeferals`) would otherwise leave its field at the default
 // without a word, as the other bindings' keyword arguments and struct fields
@@ -76,5 +82,6 @@ module.exports = {
   makeError,
   fromCore,
   invalid,
+  isRecord,
   onlyKnown,
 };

@@ -10,6 +10,7 @@ const {
   makeError,
   fromCore,
   invalid,
+  isRecord,
   onlyKnown,
 } = require('./errors');
 
@@ -55,7 +56,7 @@ const CHECK_OPTIONS = ['cost', 'nowMs'];
  * or `{ namespace, resource, limits: [{ algorithm, limit, windowMs, buckets }, ...] }`.
  */
 function createPolicy(spec) {
-  if (spec === null || typeof spec !== 'object') throw invalid('policy', 'must be an object');
+  if (!isRecord(spec)) throw invalid('policy', 'must be an object');
   onlyKnown(spec, POLICY_FIELDS);
   if (spec.limits !== undefined) return createLimitsPolicy(spec);
   const {
@@ -101,7 +102,7 @@ function createLimitsPolicy(spec) {
   const buckets = new Array(n).fill(undefined);
   for (let i = 0; readable && i < n; i++) {
     const l = limits[i];
-    if (l === null || typeof l !== 'object') throw invalid('limits', `limits[${i}] must be an object`);
+    if (!isRecord(l)) throw invalid('limits', `limits[${i}] must be an object`);
     onlyKnown(l, SINGLE_FIELDS, (key) => `limits[${i}].${key}`);
     const { algorithm = constants.defaults.algorithm, limit, windowMs, buckets: count } = l;
     algorithms[i] = str(named(i, 'algorithm'), algorithm);
@@ -134,7 +135,7 @@ function describe(policy) {
 // Cost and time of one check: `undefined` options (the common call) allocate nothing.
 function readCost(options) {
   if (options === undefined) return 1;
-  if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
+  if (!isRecord(options)) throw invalid('options', 'must be an object');
   onlyKnown(options, CHECK_OPTIONS);
   return options.cost === undefined ? 1 : num('cost', options.cost);
 }
@@ -309,7 +310,7 @@ function checkTimeout(timeoutMs) {
 function createDenyCache(option) {
   if (option === undefined || option === true) return new core.DenyCache();
   if (option === false || option === null) return null;
-  if (typeof option !== 'object') throw invalid('deny_cache', 'must be true, false or { capacity }');
+  if (!isRecord(option)) throw invalid('deny_cache', 'must be true, false or { capacity }');
   onlyKnown(option, ['capacity'], (key) => `denyCache.${key}`);
   const { capacity } = option;
   if (capacity !== undefined) num('deny_cache_capacity', capacity);
@@ -325,7 +326,7 @@ const monoNow = () => Math.floor(performance.now());
 
 function readLimiterOptions(options, known) {
   if (options === undefined) return {};
-  if (options === null || typeof options !== 'object') throw invalid('options', 'must be an object');
+  if (!isRecord(options)) throw invalid('options', 'must be an object');
   onlyKnown(options, known);
   return options;
 }

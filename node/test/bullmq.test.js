@@ -338,7 +338,27 @@ test('bad options are rejected when wrapping', () => {
     field: 'unavailableBackoff.base',
   });
   assert.throws(() => rateLimited(limiter, noop, null), { field: 'options' });
-  rateLimited(limiter, noop, { tenant: () => 't', unavailableBackoff: { baseMs: 5, maxMs: 50 } });
+  assert.throws(() => rateLimited(limiter, noop, []), { field: 'options' });
+  // A falsy or non-function value would fall back to the default (cost 0, an
+  // empty onUnavailable) or fail every job at run time (cost 2): refused here.
+  const t = () => 't';
+  for (const [option, field] of [
+    [{ cost: 2 }, 'cost'],
+    [{ cost: 0 }, 'cost'],
+    [{ random: 0 }, 'random'],
+    [{ onUnavailable: '' }, 'on_unavailable'],
+    [{ jitterMs: Infinity }, 'jitter_ms'],
+    [{ unavailableBackoff: 5 }, 'unavailable_backoff'],
+    [{ unavailableBackoff: [] }, 'unavailable_backoff'],
+    [{ unavailableBackoff: { baseMs: 'x' } }, 'unavailable_backoff.base_ms'],
+    [{ unavailableBackoff: { baseMs: -1 } }, 'unavailable_backoff.base_ms'],
+    [{ unavailableBackoff: { maxMs: Infinity } }, 'unavailable_backoff.max_ms'],
+  ]) {
+    const check = { code: 'invalid_argument', field };
+    assert.throws(() => rateLimited(limiter, noop, { tenant: t, ...option }), check, field);
+  }
+  rateLimited(limiter, noop, { tenant: t, unavailableBackoff: { baseMs: 5, maxMs: 50 } });
+  rateLimited(limiter, noop, { tenant: t, maxDeferrals: Infinity, maxOutageDeferrals: Infinity, jitterMs: 0 });
 });
 
 test('the geocoding example runs: 5 lookups at once, the other 3 after the window', () => {

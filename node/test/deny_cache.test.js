@@ -241,7 +241,7 @@ test('metrics count local denials as denials and in ratelimit_local_denied_total
 
 test('the option is checked when the limiter is made', () => {
   const check = (field) => (err) => err instanceof InvalidArgumentError && err.field === field;
-  for (const denyCache of ['yes', 5]) {
+  for (const denyCache of ['yes', 5, []]) {
     assert.throws(() => new Limiter(redis, policy(), { denyCache }), check('deny_cache'));
   }
   for (const capacity of [0, -1, 1.5, NaN, 2 ** 24 + 1, '10']) {

@@ -142,6 +142,7 @@ test('a bad policy is invalid_argument naming the field', async () => {
     await assertInvalid(() => new MemoryLimiter(policy(overrides)), field);
   }
   await assertInvalid(() => new Limiter(redis, null), 'policy');
+  await assertInvalid(() => new Limiter(redis, []), 'policy');
   await assertInvalid(() => new Limiter({}, policy()), 'redis');
   await assertInvalid(() => new Limiter(redis, policy(), { timeoutMs: -1 }), 'timeout_ms');
 });
@@ -162,8 +163,8 @@ test('limiter options: timeout, options and metrics are checked when the limiter
   new Limiter(redis, policy(), { timeoutMs: 1 }); // valid, if too short to be answered in time
   const longest = new Limiter(redis, policy(), { timeoutMs: 2 ** 31 - 1 });
   assert.equal((await longest.acquire('t', { nowMs: 1000 })).allowed, true);
-  // Options must be an object (undefined: the defaults).
-  for (const options of [null, 'fast', 5]) {
+  // Options must be an object (undefined: the defaults); an array is none.
+  for (const options of [null, 'fast', 5, []]) {
     await assertInvalid(() => new Limiter(redis, policy(), options), 'options');
   }
   // Metrics are checked here, not after the first permit is recorded.
@@ -176,7 +177,7 @@ test('limiter options: timeout, options and metrics are checked when the limiter
 });
 
 test('memory limiter options are checked when the limiter is made, as on Redis', async () => {
-  for (const options of [null, 'fast', 5]) {
+  for (const options of [null, 'fast', 5, []]) {
     await assertInvalid(() => new MemoryLimiter(policy(), options), 'options');
     await assertInvalid(() => Limiter.memory(policy(), options), 'options');
   }
@@ -342,6 +343,7 @@ test('bad numbers and tenants are invalid_argument naming the field, on every me
     ['t', { nowMs: 2 ** 60 }, 'now_ms'],
     ['t', { nowMs: '1000' }, 'now_ms'],
     ['t', 'fast', 'options'],
+    ['t', [], 'options'],
   ];
   const p = policy();
   for (const limiter of [new Limiter(redis, p), new MemoryLimiter(p)]) {

@@ -165,6 +165,7 @@ test('bad limits are invalid_argument naming the field as core does', async () =
     [{ limits: Array.from({ length: 9 }, () => 'not even an object') }, 'limits'],
     [{ limits: [log, { ...log, limit: 5 }] }, 'limits'], // one key twice
     [{ limits: [log, null] }, 'limits'],
+    [{ limits: [log, []] }, 'limits'],
     [{ limits: 'log' }, 'limits'],
     [{ limits: [log], limit: 2 }, 'limits'],
     [{ limits: [log], algorithm: 'sliding_log' }, 'limits'],
