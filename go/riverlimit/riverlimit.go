@@ -16,6 +16,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -68,13 +69,21 @@ type Outcome struct {
 type Option func(*Gate)
 
 // WithMaxJitter adds a random delay in [0, d) to every snooze, so jobs denied
-// together do not all come back at the same instant. Default DefaultMaxJitter.
+// together do not all come back at the same instant. Default
+// DefaultMaxJitter; d <= 0 adds none.
 func WithMaxJitter(d time.Duration) Option { return func(g *Gate) { g.maxJitter = d } }
 
 // WithBackoff sets the snooze after an unavailable Redis, given how many
-// times the job was snoozed before. Default: 1 s doubling up to 1 min.
+// times the job was snoozed before. Default (and nil): 1 s doubling up to 1
+// min. A negative duration from f (say time.Second << snoozes, overflowed)
+// fails the job's attempt with an error that is ErrInvalidArgument; River's
+// JobSnooze would panic on it.
 func WithBackoff(f func(snoozes int) time.Duration) Option {
-	return func(g *Gate) { g.backoff = f }
+	return func(g *Gate) {
+		if f != nil {
+			g.backoff = f
+		}
+	}
 }
 
 // WithFailOpen runs the work when Redis is unavailable instead of snoozing:
@@ -103,11 +112,17 @@ func defaultBackoff(snoozes int) time.Duration {
 	return min(d, DefaultBackoffMax)
 }
 
-func (g *Gate) jitter() time.Duration {
+// plusJitter adds the jitter to a wait of at least 0, saturating: the
+// longest Duration plus jitter would wrap negative, and JobSnooze panics on a
+// negative wait.
+func (g *Gate) plusJitter(wait time.Duration) time.Duration {
 	if g.maxJitter <= 0 {
-		return 0
+		return wait
 	}
-	return rand.N(g.maxJitter)
+	if jitter := rand.N(g.maxJitter); wait <= math.MaxInt64-jitter {
+		return wait + jitter
+	}
+	return math.MaxInt64
 }
 
 // snoozeCount is how many times River has snoozed the job so far (its
@@ -127,23 +142,29 @@ func snoozeCount(job *rivertype.JobRow) int {
 // key type, an ACL) are returned as the job's error: they are bugs to see,
 // not waits.
 func (g *Gate) Run(ctx context.Context, job *rivertype.JobRow, tenant string, cost uint64, work func(context.Context) error) error {
+	if g.limiter == nil {
+		return fmt.Errorf("riverlimit: the gate has no limiter (NewGate was given nil): %w", slidelimit.ErrInvalidArgument)
+	}
 	d, err := g.limiter.AcquireN(ctx, tenant, cost)
 	outcome := Outcome{Decision: d, Err: err}
 	switch {
 	case err != nil && errors.Is(err, slidelimit.ErrUnavailable) && g.failOpen:
 		outcome.Ran = true
 	case err != nil && errors.Is(err, slidelimit.ErrUnavailable):
-		outcome.Snooze = g.backoff(snoozeCount(job)) + g.jitter()
+		snoozes := snoozeCount(job)
+		wait := g.backoff(snoozes)
+		if wait < 0 {
+			outcome.Err = fmt.Errorf("riverlimit: the backoff function returned %v after %d snoozes; "+
+				"a snooze cannot be negative (the limiter: %v): %w", wait, snoozes, err, slidelimit.ErrInvalidArgument)
+			g.notify(job, outcome)
+			return outcome.Err
+		}
+		outcome.Snooze = g.plusJitter(wait)
 	case err != nil:
 		g.notify(job, outcome)
 		return err
 	case !d.Allowed:
-		// Saturating: a retry of the longest Duration plus jitter would wrap
-		// negative, and JobSnooze panics on a negative wait.
-		outcome.Snooze = d.RetryAfter()
-		if jitter := g.jitter(); outcome.Snooze <= math.MaxInt64-jitter {
-			outcome.Snooze += jitter
-		}
+		outcome.Snooze = g.plusJitter(d.RetryAfter())
 	default:
 		outcome.Ran = true
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -449,5 +450,47 @@ func TestARetryPastTheLongestDurationSnoozesThatLong(t *testing.T) {
 	}
 	if _, _, outcomes := r.snapshot(); len(outcomes) != 1 || outcomes[0].Decision.RetryAfterMs <= uint64(math.MaxInt64/int64(time.Millisecond)) {
 		t.Fatalf("outcomes %+v", outcomes)
+	}
+}
+
+// What a gate's options can hand River is checked before River sees it:
+// JobSnooze panics on a negative wait, so a backoff that returns one (an
+// overflowed shift, say) fails the attempt with an error instead; the
+// longest backoff plus jitter saturates; a nil backoff is the default and a
+// nil limiter an error, neither a nil call.
+func TestBadGateOptionsAreErrorsNotPanics(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: testredis.Unreachable(t), MaxRetries: -1})
+	defer rc.Close()
+	l := limiter(t, rc, 10, 1000, slidelimit.WithTimeout(100*time.Millisecond))
+	ctx := context.Background()
+	job := &rivertype.JobRow{Metadata: []byte(`{"snoozes":40}`)}
+	work := func(context.Context) error {
+		t.Error("the work ran without a permit")
+		return nil
+	}
+
+	shifted := riverlimit.NewGate(l, riverlimit.WithBackoff(func(snoozes int) time.Duration { return time.Second << snoozes }))
+	err := shifted.Run(ctx, job, "key-1", 1, work)
+	if !errors.Is(err, slidelimit.ErrInvalidArgument) || errors.Is(err, slidelimit.ErrUnavailable) ||
+		!strings.Contains(err.Error(), "after 40 snoozes") {
+		t.Fatalf("a negative backoff: want ErrInvalidArgument naming it, got %v", err)
+	}
+
+	longest := riverlimit.NewGate(l, riverlimit.WithMaxJitter(time.Second),
+		riverlimit.WithBackoff(func(int) time.Duration { return math.MaxInt64 }))
+	var snooze *rivertype.JobSnoozeError
+	if err := longest.Run(ctx, job, "key-1", 1, work); !errors.As(err, &snooze) || snooze.Duration != math.MaxInt64 {
+		t.Fatalf("the longest backoff plus jitter: want a snooze of the longest Duration, got %v", err)
+	}
+
+	var r run
+	byDefault := riverlimit.NewGate(l, riverlimit.WithBackoff(nil), riverlimit.WithMaxJitter(0), riverlimit.WithObserver(r.observe))
+	if err := byDefault.Run(ctx, &rivertype.JobRow{}, "key-1", 1, work); !errors.As(err, &snooze) ||
+		snooze.Duration != riverlimit.DefaultBackoffInitial {
+		t.Fatalf("WithBackoff(nil): want the default's first snooze, got %v", err)
+	}
+
+	if err := riverlimit.NewGate(nil).Run(ctx, job, "key-1", 1, work); !errors.Is(err, slidelimit.ErrInvalidArgument) {
+		t.Fatalf("a nil limiter: want ErrInvalidArgument, got %v", err)
 	}
 }
