@@ -3,7 +3,7 @@
 // help texts, labels and buckets are core's.
 
 const { metrics: spec } = require('./binding').constants;
-const { onlyKnown } = require('./errors');
+const { invalid, isRecord, onlyKnown } = require('./errors');
 
 /** Buckets of `ratelimit_wait_seconds`, 1 ms to 10 min (core's). */
 const WAIT_BUCKETS = Object.freeze(spec.waitBuckets.slice());
@@ -17,10 +17,18 @@ class Metrics {
    * when omitted). Leave `tenantLabel` false when tenants are unbounded.
    */
   constructor(options = {}) {
+    if (!isRecord(options)) throw invalid('options', 'must be an object');
     onlyKnown(options, ['registry', 'tenantLabel', 'client']);
+    // `client`: the app's prom-client, so the metrics land in the registry it serves.
     const { registry, tenantLabel = false, client } = options;
-    // The app's prom-client, so the metrics land in the registry it serves.
-    const prom = client || require('prom-client');
+    if (typeof tenantLabel !== 'boolean') throw invalid('tenant_label', `must be true or false, got ${typeof tenantLabel}`);
+    if (registry !== undefined && !(registry && typeof registry.registerMetric === 'function')) {
+      throw invalid('registry', 'must be a prom-client Registry');
+    }
+    const prom = client === undefined ? require('prom-client') : client;
+    if (!(prom && typeof prom.Counter === 'function' && typeof prom.Histogram === 'function')) {
+      throw invalid('client', "must be the prom-client module (require('prom-client'))");
+    }
     const registers = [registry || prom.register];
     const labelNames = tenantLabel ? [RESOURCE, TENANT] : [RESOURCE];
     this.#tenantLabel = tenantLabel;

@@ -219,6 +219,19 @@ test('a misspelt key is refused, never left at its default', async () => {
   });
   assert.match(err.message, /^bucket: unknown field; known: namespace, resource, algorithm, limit, windowMs, buckets, limits$/);
   await assertInvalid(() => new slidelimit.Metrics({ tenantLabels: true }), 'tenantLabels');
+  // A wrong type is named here, not met later inside prom-client.
+  const prom = require('prom-client');
+  await assertInvalid(() => new slidelimit.Metrics(null), 'options');
+  await assertInvalid(() => new slidelimit.Metrics([]), 'options');
+  for (const [options, field] of [
+    [{ tenantLabel: 'yes' }, 'tenant_label'],
+    [{ registry: 5 }, 'registry'],
+    [{ registry: null }, 'registry'],
+    [{ client: {} }, 'client'],
+    [{ client: null }, 'client'],
+  ]) {
+    await assertInvalid(() => new slidelimit.Metrics({ registry: new prom.Registry(), ...options }), field);
+  }
 });
 
 test('a client whose keyPrefix would split the budget is refused', async () => {
