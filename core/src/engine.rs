@@ -19,7 +19,7 @@
 use crate::decision::{Decision, MAX_LIMITS};
 use crate::error::{Error, ErrorCode, Result};
 use crate::number::MAX_EXACT;
-use crate::policy::{Algorithm, Policy};
+use crate::policy::{Algorithm, Policy, MAX_NOW_MS};
 use crate::script::{Mode, Script, ScriptCall, ScriptKind};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Mutex;
@@ -107,6 +107,22 @@ impl Args {
     }
 }
 
+/// The clock as the script's time, for a call without a caller time: as
+/// Redis TIME is, the script's time, and a decision's times stop at 2^52 ms;
+/// past that (a clock in nanoseconds) they would overflow or could not be
+/// read back.
+fn script_time(clock_ms: u64) -> Result<u64> {
+    if clock_ms > MAX_NOW_MS {
+        return Err(Error::invalid(
+            "clock",
+            format!(
+                "read {clock_ms}, past 2^52 ms; the engine's clock must return Unix milliseconds"
+            ),
+        ));
+    }
+    Ok(clock_ms)
+}
+
 /// The scripts' argument checks, in the scripts' order, with the same codes
 /// and fields: decimal digits only (no sign, no spaces, no exponent), then
 /// the policy's rules (the log's cap included), the cost, the time.
@@ -173,7 +189,10 @@ fn parse_args(call: &ScriptCall, clock_ms: u64) -> Result<Args> {
         window,
         buckets,
         cost,
-        now: now.unwrap_or(clock_ms),
+        now: match now {
+            Some(now) => now,
+            None => script_time(clock_ms)?,
+        },
         clock: clock_ms,
         caller_time: now.is_some(),
     })
@@ -369,7 +388,7 @@ fn check_multi_args(call: &ScriptCall) -> Result<()> {
 /// writing; only if all allow (and this is an acquire) does each record.
 fn run_multi(state: &mut State, call: &ScriptCall, clock_ms: u64, write: bool) -> Result<Decision> {
     let now = match call.args[1].as_str() {
-        "" => clock_ms.to_string(),
+        "" => script_time(clock_ms)?.to_string(),
         given => given.to_owned(),
     };
     // Each limit's arguments, read once by its script's own checks (the
@@ -1235,6 +1254,59 @@ mod tests {
                 .unwrap()
                 .allowed
         );
+    }
+
+    #[test]
+    fn a_clock_past_2_52_is_refused_where_it_is_the_scripts_time() {
+        let e = MemoryEngine::new();
+        let p = policy(Algorithm::SlidingLog, 5, 1000);
+        let nanos = 1_800_000_000_000_000_000;
+        for mode in [Mode::Acquire, Mode::Peek] {
+            let err = e.check(&p, "t", 1, None, nanos, mode).unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArgument);
+            assert_eq!(err.field(), Some("clock"));
+            assert!(err.to_string().contains("1800000000000000000"), "{err}");
+        }
+        assert_eq!(e.key_count(), 0, "nothing recorded");
+        // 2^52 itself is a time a decision can carry; with a caller time the
+        // clock only expires keys (keys_expire_on_the_clock_as_redis_does).
+        assert!(
+            e.check(&p, "t", 1, None, MAX_NOW_MS, Mode::Acquire)
+                .unwrap()
+                .allowed
+        );
+        assert!(
+            e.check(&p, "u", 1, Some(10), nanos, Mode::Acquire)
+                .unwrap()
+                .allowed
+        );
+        // A bad field of the call is named before the clock.
+        let err = e.check(&p, "", 1, None, nanos, Mode::Acquire).unwrap_err();
+        assert_eq!(err.field(), Some("tenant"));
+        // The raw engine too, for every algorithm and a policy of several
+        // limits: an error, not an overflow on the script's arithmetic.
+        let several = Policy::with_limits(
+            "rl",
+            "geo",
+            &[
+                crate::Limit::new(Algorithm::SlidingLog, 2, 1000),
+                crate::Limit::new(Algorithm::BucketedWindow, 5, 60_000),
+            ],
+        )
+        .unwrap();
+        let single = [
+            Algorithm::SlidingLog,
+            Algorithm::SlidingCounter,
+            Algorithm::BucketedWindow,
+        ];
+        let policies = single.map(|a| policy(a, 5, 60_000));
+        for p in policies.iter().chain([&several]) {
+            let call = p.build_call("t", 1, None, Mode::Acquire).unwrap();
+            for clock in [MAX_NOW_MS + 1, u64::MAX] {
+                let err = e.eval(&call, clock).unwrap_err();
+                assert_eq!(err.field(), Some("clock"), "{:?}", p.limits());
+            }
+        }
     }
 
     #[test]
