@@ -213,6 +213,95 @@ def _require_policy(policy: object) -> None:
         )
 
 
+def _require_metrics(metrics: object) -> None:
+    """None, or what `Metrics` names (checked here, not at the first permit)."""
+    if metrics is not None and not (
+        callable(getattr(metrics, "observe", None))
+        and callable(getattr(metrics, "observe_local_denial", None))
+    ):
+        raise InvalidType(
+            "metrics: must be a slidelimit Metrics (observe and observe_local_denial),"
+            f" got {type(metrics).__name__}",
+            "metrics",
+        )
+
+
+# A client of the wrong kind would fail on the first call, and every failure
+# there reads as an outage (Unavailable), which a caller may fail open on:
+# so it is refused here. Pipelines are clients too in redis-py's classes, but
+# queue commands instead of answering them.
+_SYNC_CLIENTS = (redis.Redis, redis.cluster.RedisCluster)
+_SYNC_PIPELINES = (redis.client.Pipeline, redis.cluster.ClusterPipeline)
+_ASYNC_CLIENTS = (redis.asyncio.Redis, redis.asyncio.RedisCluster)
+_ASYNC_PIPELINES = (redis.asyncio.client.Pipeline, redis.asyncio.cluster.ClusterPipeline)
+
+
+def _require_client(client: object, asynchronous: bool) -> None:
+    clients, pipelines = (
+        (_ASYNC_CLIENTS, _ASYNC_PIPELINES) if asynchronous else (_SYNC_CLIENTS, _SYNC_PIPELINES)
+    )
+    if isinstance(client, clients) and not isinstance(client, pipelines):
+        return
+    if asynchronous:
+        wanted = "a redis.asyncio.Redis or redis.asyncio.RedisCluster"
+        other_kind = isinstance(client, _SYNC_CLIENTS)
+        other = "; a synchronous client goes to Limiter" if other_kind else ""
+    else:
+        wanted = "a redis.Redis or redis.cluster.RedisCluster"
+        other_kind = isinstance(client, _ASYNC_CLIENTS)
+        other = "; an asyncio client goes to AsyncLimiter" if other_kind else ""
+    if isinstance(client, pipelines):
+        other = "; a pipeline queues the script instead of running it"
+    raise InvalidType(f"client: must be {wanted}, got {type(client).__name__}{other}", "client")
+
+
+def _check_url(field: str, url: object, schemes: tuple[str, ...]) -> str:
+    """`url`'s scheme, once the URL is a str with a scheme redis-py serves
+    and a readable port."""
+    from ._errors import InvalidArgument
+
+    if not isinstance(url, str):
+        raise InvalidType(f"{field}: must be a str, got {type(url).__name__}", field)
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in schemes:
+        raise InvalidArgument(
+            f"{field}: {url!r}: the scheme must be one of {', '.join(s + '://' for s in schemes)}",
+            field,
+        )
+    try:
+        _ = parts.port  # urllib reads the port only when asked
+    except ValueError as e:
+        raise InvalidArgument(f"{field}: {url!r}: {e}", field) from e
+    return parts.scheme
+
+
+def _check_tls_ca_file(tls_ca_file: object, scheme: str) -> None:
+    from ._errors import InvalidArgument
+
+    if tls_ca_file is None:
+        return
+    if not isinstance(tls_ca_file, str):
+        raise InvalidType(
+            f"tls_ca_file: must be a str (a path), got {type(tls_ca_file).__name__}", "tls_ca_file"
+        )
+    if not tls_ca_file:
+        raise InvalidArgument("tls_ca_file: must not be empty", "tls_ca_file")
+    if scheme != "rediss":
+        raise InvalidArgument(
+            f"tls_ca_file: is for TLS, which needs a rediss:// URL, not {scheme}://", "tls_ca_file"
+        )
+
+
+_URL_SCHEMES = ("redis", "rediss", "unix")
+_CLUSTER_SCHEMES = ("redis", "rediss")
+
+
+def _require_now_ms(now_ms: object) -> None:
+    """acquire_at's time is required: None would quietly mean Redis TIME."""
+    if now_ms is None:
+        raise InvalidType("now_ms: must be an int, got NoneType", "now_ms")
+
+
 class _GatedCluster:
     """A `RedisCluster` with at most POOL_MAX_CONNECTIONS calls in flight, so
     at most that many connections on any node: without the gate each node
@@ -355,7 +444,9 @@ def _async_client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str,
     return options
 
 
-def _cluster_nodes(urls: Sequence[str], node_class: Any) -> tuple[list[Any], dict[str, Any]]:
+def _cluster_nodes(
+    urls: Sequence[str], node_class: Any, tls_ca_file: object
+) -> tuple[list[Any], dict[str, Any]]:
     """Seed nodes from `urls`, and the first URL's credentials and scheme."""
     from ._errors import InvalidArgument
 
@@ -363,13 +454,11 @@ def _cluster_nodes(urls: Sequence[str], node_class: Any) -> tuple[list[Any], dic
         raise InvalidArgument("urls: at least one Cluster node URL (a str) is needed", "urls")
     nodes = []
     for url in urls:
+        _check_url("urls", url, _CLUSTER_SCHEMES)
         parts = urllib.parse.urlsplit(url)
-        try:
-            port = parts.port or 6379
-        except ValueError as e:
-            raise InvalidArgument(f"urls: {url!r}: {e}", "urls") from e
-        nodes.append(node_class(parts.hostname or "localhost", port))
+        nodes.append(node_class(parts.hostname or "localhost", parts.port or 6379))
     first = urllib.parse.urlsplit(urls[0])
+    _check_tls_ca_file(tls_ca_file, first.scheme)
     options: dict[str, Any] = {}
     if first.username:
         options["username"] = urllib.parse.unquote(first.username)
@@ -401,7 +490,10 @@ class Limiter:
         metrics: Metrics | None = None,
         deny_cache: DenyCacheOption = True,
     ) -> None:
+        if not isinstance(client, _GatedCluster):  # with_policy's, checked already
+            _require_client(client, asynchronous=False)
         _require_policy(policy)
+        _require_metrics(metrics)
         # The client, or from_cluster's _GatedCluster around it.
         self._client: Any = client
         self._policy = policy
@@ -425,6 +517,7 @@ class Limiter:
         user and password allowed), every call bounded by `timeout_ms`; a
         call past the pool's 100 connections in flight first waits up to
         `timeout_ms` for a free one (docs/python.md, "Many threads")."""
+        _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES))
         options = _client_options(timeout_ms, tls_ca_file)
         pool = redis.BlockingConnectionPool.from_url(url, **_pool_options(timeout_ms), **options)
         client = redis.Redis(connection_pool=pool)
@@ -443,12 +536,16 @@ class Limiter:
         deny_cache: DenyCacheOption = True,
     ) -> Limiter:
         """A limiter on its own `RedisCluster` seeded with `urls`."""
+        # Checked before the client connects: a bad argument is no outage.
+        _require_policy(policy)
+        _require_metrics(metrics)
+        _deny_cache(deny_cache)
         options = _client_options(timeout_ms, tls_ca_file)
         # The Cluster client's own retries (with backoff) follow a failover:
         # they refresh the slot map and replace connections the old master
         # closed; a single retry leaves most callers on a dead connection.
         del options["retry"]
-        nodes, credentials = _cluster_nodes(urls, redis.cluster.ClusterNode)
+        nodes, credentials = _cluster_nodes(urls, redis.cluster.ClusterNode, tls_ca_file)
         options.update(credentials)
         options["max_connections"] = CLUSTER_MAX_CONNECTIONS
         try:
@@ -511,6 +608,7 @@ class Limiter:
     def acquire_at(self, tenant: str, now_ms: int, cost: int = 1) -> Decision:
         """`acquire` at the caller's time (tests, replays); never answered by
         the deny cache."""
+        _require_now_ms(now_ms)
         d = self._run(self._policy._call(tenant, cost, now_ms, False), False)
         if self._metrics is not None:
             self._metrics.observe(self._policy, tenant, d)
@@ -646,6 +744,7 @@ class _MemoryLimiter(Limiter):
         if clock is not None and not callable(clock):
             raise InvalidType(f"clock: must be callable, got {type(clock).__name__}", "clock")
         _require_policy(policy)
+        _require_metrics(metrics)
         self._policy = policy
         self._metrics = metrics
         self._engine = MemoryEngine()
@@ -661,6 +760,7 @@ class _MemoryLimiter(Limiter):
         return d
 
     def acquire_at(self, tenant: str, now_ms: int, cost: int = 1) -> Decision:
+        _require_now_ms(now_ms)
         d = self._engine.check(self._policy, tenant, cost, now_ms, self._clock(), False)
         if self._metrics is not None:
             self._metrics.observe(self._policy, tenant, d)
@@ -676,7 +776,10 @@ class _MemoryLimiter(Limiter):
         pass
 
     def with_policy(self, policy: Policy, *, deny_cache: DenyCacheOption | None = None) -> Limiter:
-        """`deny_cache` is accepted and unused: the engine has no deny cache."""
+        """`deny_cache` is checked as on Redis, and unused: the engine has no
+        deny cache."""
+        if deny_cache is not None:
+            _deny_cache(deny_cache)
         other = _MemoryLimiter(policy, self._clock, self._metrics)
         other._engine = self._engine
         return other
@@ -694,7 +797,10 @@ class AsyncLimiter:
         metrics: Metrics | None = None,
         deny_cache: DenyCacheOption = True,
     ) -> None:
+        if not isinstance(client, _AsyncCluster):  # with_policy's, checked already
+            _require_client(client, asynchronous=True)
         _require_policy(policy)
+        _require_metrics(metrics)
         # A Cluster client reads its slot map before the first call
         # (_AsyncCluster); from_cluster's also has the gate.
         self._client: Any = (
@@ -719,6 +825,7 @@ class AsyncLimiter:
         metrics: Metrics | None = None,
         deny_cache: DenyCacheOption = True,
     ) -> AsyncLimiter:
+        _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES))
         options = _async_client_options(timeout_ms, tls_ca_file)
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             url, **_pool_options(timeout_ms), **options
@@ -741,7 +848,7 @@ class AsyncLimiter:
         """Connects lazily: an unreachable Cluster is `Unavailable` on the first call."""
         options = _async_client_options(timeout_ms, tls_ca_file)
         del options["retry"]  # as in Limiter.from_cluster
-        nodes, credentials = _cluster_nodes(urls, redis.asyncio.cluster.ClusterNode)
+        nodes, credentials = _cluster_nodes(urls, redis.asyncio.cluster.ClusterNode, tls_ca_file)
         options.update(credentials)
         options["max_connections"] = CLUSTER_MAX_CONNECTIONS
         client = redis.asyncio.RedisCluster(startup_nodes=nodes, **options)
@@ -788,6 +895,7 @@ class AsyncLimiter:
         return d
 
     async def acquire_at(self, tenant: str, now_ms: int, cost: int = 1) -> Decision:
+        _require_now_ms(now_ms)
         d = await self._run(self._policy._call(tenant, cost, now_ms, False), False)
         if self._metrics is not None:
             self._metrics.observe(self._policy, tenant, d)
@@ -862,6 +970,6 @@ class _AsyncMemoryLimiter(AsyncLimiter):
         self, policy: Policy, *, deny_cache: DenyCacheOption | None = None
     ) -> AsyncLimiter:
         other = _AsyncMemoryLimiter.__new__(_AsyncMemoryLimiter)
-        other._sync = self._sync.with_policy(policy)  # type: ignore[assignment]
+        other._sync = self._sync.with_policy(policy, deny_cache=deny_cache)  # type: ignore[assignment]
         other._policy = policy
         return other

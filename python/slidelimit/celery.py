@@ -85,11 +85,14 @@ def _header(task: Task, name: str) -> int:
         return 0
 
 
-def _non_negative(field: str, value: object) -> int:
+def _u64(field: str, value: object, least: int = 0) -> int:
+    """An int from `least` to 2^64 - 1 (every count and time here is core's u64)."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidType(f"{field}: must be a non-negative int, got {value!r}", field)
-    if value < 0:
-        raise InvalidArgument(f"{field}: must be a non-negative int, got {value!r}", field)
+        raise InvalidType(f"{field}: must be an int, got {value!r}", field)
+    if value < least:
+        raise InvalidArgument(f"{field}: must be at least {least}, got {value!r}", field)
+    if value > 2**64 - 1:
+        raise InvalidArgument(f"{field}: must be at most 2^64 - 1, got {value!r}", field)
     return value
 
 
@@ -109,8 +112,16 @@ def rate_limited(
     process, after the fork). `tenant`: a str, or a function of the task's
     args and kwargs returning one.
     """
-    _non_negative("max_deferrals", max_deferrals)
-    _non_negative("jitter_ms", jitter_ms)
+    if not isinstance(limiter, Limiter) and not callable(limiter):
+        raise InvalidType(
+            "limiter: must be a slidelimit.Limiter or a function returning one,"
+            f" got {type(limiter).__name__}",
+            "limiter",
+        )
+    # The cost's bound by the policy's limit is the limiter's to check.
+    _u64("cost", cost, least=1)
+    _u64("max_deferrals", max_deferrals)
+    _u64("jitter_ms", jitter_ms)
     if on_unavailable not in ON_UNAVAILABLE:
         raise InvalidArgument(
             f'on_unavailable: must be "defer", "run" or "fail", got {on_unavailable!r}',
@@ -122,7 +133,12 @@ def rate_limited(
             f"unavailable_backoff_ms: must be a (base, max) pair of ints, got {pair!r}",
             "unavailable_backoff_ms",
         )
-    base_ms, max_ms = (_non_negative("unavailable_backoff_ms", n) for n in pair)
+    base_ms, max_ms = (_u64("unavailable_backoff_ms", n) for n in pair)
+    if base_ms > max_ms:
+        raise InvalidArgument(
+            f"unavailable_backoff_ms: the base {base_ms} exceeds the max {max_ms}",
+            "unavailable_backoff_ms",
+        )
     if not isinstance(tenant, str) and not callable(tenant):
         raise InvalidType(
             f"tenant: must be a str or a function, got {type(tenant).__name__}", "tenant"
@@ -137,7 +153,14 @@ def rate_limited(
             return limiter
         with making:
             if not made:
-                made.append(limiter())
+                built = limiter()
+                if not isinstance(built, Limiter):
+                    raise InvalidType(
+                        "limiter: the function given as limiter returned"
+                        f" {type(built).__name__}, not a slidelimit.Limiter",
+                        "limiter",
+                    )
+                made.append(built)
         return made[0]
 
     def decorate(fn: F) -> F:

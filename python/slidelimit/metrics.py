@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from . import _core
 from ._core import Decision, Policy
+from ._errors import InvalidType
 
 METRIC_ALLOWED_TOTAL: str = _core.METRIC_ALLOWED_TOTAL
 METRIC_DENIED_TOTAL: str = _core.METRIC_DENIED_TOTAL
@@ -43,6 +44,18 @@ class PrometheusMetrics:
 
         if registry is None:
             registry = prometheus_client.REGISTRY
+        elif not isinstance(registry, prometheus_client.CollectorRegistry):
+            # prometheus_client skips registering for a falsy registry: the
+            # metrics would count and never be exported.
+            raise InvalidType(
+                "registry: must be a prometheus_client.CollectorRegistry,"
+                f" got {type(registry).__name__}",
+                "registry",
+            )
+        if not isinstance(tenant_label, bool):
+            raise InvalidType(
+                f"tenant_label: must be a bool, got {type(tenant_label).__name__}", "tenant_label"
+            )
         labels = list(_core.COUNTER_LABELS_WITH_TENANT if tenant_label else _core.COUNTER_LABELS)
         self._tenant_label = tenant_label
         self.allowed = prometheus_client.Counter(

@@ -7,7 +7,7 @@
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyInt, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyDict, PyInt, PyList, PyString, PyTuple, PyType};
 use slidelimit_core as core;
 use std::borrow::Cow;
 use std::sync::Mutex;
@@ -311,14 +311,21 @@ impl Policy {
                     );
                     return Err(to_py(py, e));
                 }
-                let iter = match limits.is_instance_of::<PyString>() {
-                    true => None,
-                    false => limits.try_iter().ok(),
-                };
+                // An ordered sequence only: a set's or a dict's order can
+                // differ between processes, and with it limits[i] and
+                // denied_by.
+                let iter =
+                    match limits.is_instance_of::<PyList>() || limits.is_instance_of::<PyTuple>() {
+                        true => limits.try_iter().ok(),
+                        false => None,
+                    };
                 let Some(iter) = iter else {
                     let e = wrong_type(
                         "limits",
-                        format!("must be a sequence of Limit, got {}", type_name(limits)),
+                        format!(
+                            "must be a list or tuple of Limit, got {}",
+                            type_name(limits)
+                        ),
                     );
                     return Err(refusal_to_py(py, e));
                 };

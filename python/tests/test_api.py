@@ -303,6 +303,137 @@ def test_limiters_refuse_what_is_no_policy() -> None:
         Limiter.memory("rl:geo")  # type: ignore[arg-type]
 
 
+def test_memory_clock_in_nanoseconds_is_named_not_a_malformed_reply() -> None:
+    limiter = Limiter.memory(policy(), clock=lambda: 1_800_000_000_000_000_000)
+    with pytest.raises(InvalidArgument) as info:
+        limiter.acquire("t")
+    assert info.value.field == "clock" and "past 2^52" in str(info.value)
+
+
+def test_limiters_refuse_what_is_no_client() -> None:
+    """A wrong client is refused when the limiter is made: on its first call
+    the failure would read as an outage (Unavailable)."""
+    import redis
+    import redis.asyncio
+
+    sync = redis.Redis(port=1)
+    asynchronous = redis.asyncio.Redis(port=1)
+    for client, hint in (
+        (None, ""),
+        ("redis://127.0.0.1:6379", ""),
+        ({}, ""),
+        (redis.ConnectionPool(), ""),
+        (asynchronous, "AsyncLimiter"),
+        (sync.pipeline(), "pipeline"),
+    ):
+        with pytest.raises(InvalidType) as info:
+            Limiter(client, policy())  # type: ignore[arg-type]
+        assert info.value.field == "client" and hint in str(info.value), client
+    for client, hint in ((None, ""), (sync, "Limiter"), (asynchronous.pipeline(), "pipeline")):
+        with pytest.raises(InvalidType) as info:
+            AsyncLimiter(client, policy())  # type: ignore[arg-type]
+        assert info.value.field == "client" and hint in str(info.value), client
+    Limiter(sync, policy())
+    AsyncLimiter(asynchronous, policy())
+
+
+def test_metrics_are_checked_when_the_limiter_is_made() -> None:
+    import redis
+
+    for metrics in (5, object(), False):
+        with pytest.raises(InvalidType) as info:
+            Limiter(redis.Redis(port=1), policy(), metrics=metrics)  # type: ignore[arg-type]
+        assert info.value.field == "metrics"
+        with pytest.raises(InvalidType):
+            Limiter.memory(policy(), metrics=metrics)  # type: ignore[arg-type]
+        with pytest.raises(InvalidType):
+            AsyncLimiter.memory(policy(), metrics=metrics)  # type: ignore[arg-type]
+
+
+def test_prometheus_metrics_check_registry_and_tenant_label() -> None:
+    import prometheus_client
+
+    from slidelimit.metrics import PrometheusMetrics
+
+    for registry in (5, {}, False, prometheus_client.CollectorRegistry):
+        with pytest.raises(InvalidType) as info:
+            PrometheusMetrics(registry)
+        assert info.value.field == "registry"
+    for label in ("no", 1, None):
+        with pytest.raises(InvalidType) as info:
+            PrometheusMetrics(prometheus_client.CollectorRegistry(), tenant_label=label)  # type: ignore[arg-type]
+        assert info.value.field == "tenant_label"
+
+
+async def test_acquire_at_needs_a_time() -> None:
+    """None would quietly be Redis TIME (or the memory engine's clock)."""
+    import redis
+    import redis.asyncio
+
+    for limiter in (Limiter.memory(policy()), Limiter(redis.Redis(port=1), policy())):
+        with pytest.raises(InvalidType) as info:
+            limiter.acquire_at("t", None)  # type: ignore[arg-type]
+        assert info.value.field == "now_ms"
+    for alimiter in (
+        AsyncLimiter.memory(policy()),
+        AsyncLimiter(redis.asyncio.Redis(port=1), policy()),
+    ):
+        with pytest.raises(InvalidType) as info:
+            await alimiter.acquire_at("t", None)  # type: ignore[arg-type]
+        assert info.value.field == "now_ms"
+
+
+def test_urls_and_tls_are_checked_before_any_connection() -> None:
+    cases: list[tuple[dict[str, object], str, bool]] = [
+        ({"url": None}, "url", True),
+        ({"url": b"redis://127.0.0.1"}, "url", True),
+        ({"url": "http://127.0.0.1:6379"}, "url", False),
+        ({"url": "nonsense"}, "url", False),
+        ({"url": "redis://127.0.0.1:abc/0"}, "url", False),
+        ({"url": "redis://127.0.0.1:1", "tls_ca_file": "/ca.pem"}, "tls_ca_file", False),
+        ({"url": "rediss://127.0.0.1:1", "tls_ca_file": 5}, "tls_ca_file", True),
+        ({"url": "rediss://127.0.0.1:1", "tls_ca_file": ""}, "tls_ca_file", False),
+    ]
+    for options, field, wrong_type in cases:
+        for make in (Limiter.from_url, AsyncLimiter.from_url):
+            with pytest.raises(InvalidArgument) as info:
+                make(policy=policy(), **options)  # type: ignore[arg-type]
+            assert info.value.field == field, options
+            assert isinstance(info.value, TypeError) is wrong_type, options
+    for urls, options, field in (
+        (["http://127.0.0.1:1"], {}, "urls"),
+        (["redis://127.0.0.1:1"], {"tls_ca_file": "/ca.pem"}, "tls_ca_file"),
+    ):
+        for make_cluster in (Limiter.from_cluster, AsyncLimiter.from_cluster):
+            with pytest.raises(InvalidArgument) as info:
+                make_cluster(urls, policy(), **options)  # type: ignore[arg-type]
+            assert info.value.field == field, urls
+    # The policy is checked before from_cluster connects (nothing listens on port 1).
+    with pytest.raises(InvalidType) as info:
+        Limiter.from_cluster(["redis://127.0.0.1:1"], None)  # type: ignore[arg-type]
+    assert info.value.field == "policy"
+
+
+def test_limits_must_be_an_ordered_sequence() -> None:
+    """A set's or a dict's order can differ between processes, and with it
+    limits[i] and denied_by."""
+    a = Limit(LOG, limit=2, window_ms=1000)
+    b = Limit(LOG, limit=5, window_ms=60_000)
+    for limits in ({a, b}, {a: "x", b: "y"}, {a: 1}.keys(), iter([a, b]), "ab"):
+        with pytest.raises(InvalidType) as info:
+            Policy("rl", "geo", limits=limits)  # type: ignore[arg-type]
+        assert info.value.field == "limits", limits
+    assert Policy("rl", "geo", limits=[a, b]) == Policy("rl", "geo", limits=(a, b))
+
+
+def test_memory_with_policy_checks_deny_cache_as_on_redis() -> None:
+    for bad in ("x", -1, 0):
+        with pytest.raises(InvalidArgument):
+            Limiter.memory(policy()).with_policy(policy(limit=2), deny_cache=bad)  # type: ignore[arg-type]
+        with pytest.raises(InvalidArgument):
+            AsyncLimiter.memory(policy()).with_policy(policy(limit=2), deny_cache=bad)  # type: ignore[arg-type]
+
+
 def test_timeouts_follow_cores_rule() -> None:
     for bad in (0, -1, 2**31, 1.5, True):
         with pytest.raises(InvalidArgument) as info:

@@ -217,12 +217,43 @@ def test_options_are_checked() -> None:
         ({"unavailable_backoff_ms": 1000}, True),
         ({"unavailable_backoff_ms": (1000, -1)}, False),
         ({"unavailable_backoff_ms": (1000, "60000")}, True),
+        # Base over max would clamp every backoff to max without a word.
+        ({"unavailable_backoff_ms": (5, 1)}, False),
+        # Past u64 a deferral's countdown would overflow a float.
+        ({"jitter_ms": 10**400}, False),
+        ({"unavailable_backoff_ms": (10**400, 10**401)}, False),
+        # The cost is checked when the task is decorated, not when it runs.
+        ({"cost": 0}, False),
+        ({"cost": -1}, False),
+        ({"cost": 2**64}, False),
+        ({"cost": True}, True),
+        ({"cost": 1.5}, True),
+        ({"cost": None}, True),
     ):
         options: dict[str, Any] = {"tenant": "t", **bad}
         with pytest.raises(slidelimit.InvalidArgument) as info:
             rate_limited(limiter, **options)
         assert info.value.field == next(iter(bad))
         assert isinstance(info.value, TypeError) is wrong_type, bad
+    # What is neither a Limiter nor a function of none returning one.
+    for not_a_limiter in (None, 5, "redis://", limiter.policy):
+        with pytest.raises(slidelimit.InvalidType) as info:
+            rate_limited(not_a_limiter, "t")  # type: ignore[arg-type]
+        assert info.value.field == "limiter"
+
+
+def test_a_factory_that_returns_no_limiter_fails_the_task_naming_it() -> None:
+    app = Celery("factory", set_as_current=False)
+    app.conf.task_always_eager = True
+
+    @app.task(bind=True)
+    @rate_limited(lambda: None, "t")  # type: ignore[arg-type,return-value]
+    def task(self: Any) -> str:
+        return "ran"
+
+    with pytest.raises(slidelimit.InvalidType) as info:
+        task.apply(throw=True)
+    assert info.value.field == "limiter" and "NoneType" in str(info.value)
 
 
 def test_an_outage_defers_with_backoff_up_to_the_cap(worker: Any) -> None:
