@@ -39,6 +39,7 @@ class TestApi < Minitest::Test
       { resource: "" } => "resource",
       { algorithm: :fixed_window } => "algorithm",
       { algorithm: 1 } => "algorithm",
+      { algorithm: false } => "algorithm", # only nil is "not given"
     }
     cases.each do |override, field|
       e = assert_raises(Slidelimit::InvalidArgument, override.inspect) do
@@ -193,6 +194,45 @@ class TestApi < Minitest::Test
     assert_equal "policy", e.field
     e = assert_raises(Slidelimit::InvalidArgument) { Slidelimit::Limiter.memory(policy, clock: 5) }
     assert_equal "clock", e.field
+  end
+
+  # false is no "not given": refused like any other value that is not one,
+  # as is a clock that cannot be called with no argument.
+  def test_memory_options_refuse_false_and_unusable_callables
+    {
+      { clock: false } => "clock",
+      { clock: ->(_now) { 1 } } => "clock",
+      { clock: 1.method(:+) } => "clock",
+      { engine: false } => "engine",
+      { metrics: false } => "metrics",
+    }.each do |options, field|
+      e = assert_raises(Slidelimit::InvalidArgument, options.inspect) { Slidelimit::Limiter.memory(policy, **options) }
+      assert_equal field, e.field, options.inspect
+      assert e.message.start_with?("#{field}: "), e.message
+    end
+    # Procs take any number of arguments; a lambda with only optional ones
+    # takes none.
+    assert Slidelimit::Limiter.memory(policy, clock: proc { |_x| 7 }).acquire("t").allowed?
+    assert Slidelimit::Limiter.memory(policy, clock: ->(now = 7) { now }).acquire("t").allowed?
+  end
+
+  # A clock past core's 2^52 ms (nanoseconds, microseconds) is refused by
+  # core naming it before anything is recorded, not read back as a malformed
+  # reply. With a caller time the clock only expires keys.
+  def test_memory_clock_past_2_52_ms_is_invalid_and_records_nothing
+    engine = Slidelimit::MemoryEngine.new
+    nanos = -> { Process.clock_gettime(Process::CLOCK_REALTIME, :nanosecond) }
+    [nanos, -> { 2**60 }, -> { 2**52 + 1 }].each do |clock|
+      l = Slidelimit::Limiter.memory(policy, engine: engine, clock: clock)
+      [-> { l.acquire("t") }, -> { l.acquire("t", cost: 2) }, -> { l.peek("t") }].each do |call|
+        e = assert_raises(Slidelimit::InvalidArgument) { call.call }
+        assert_equal "clock", e.field
+        assert_match(/\Aclock: read \d+, past 2\^52 ms/, e.message)
+      end
+    end
+    assert_equal 0, engine.key_count
+    assert_equal 2**52, Slidelimit::Limiter.memory(policy, clock: -> { 2**52 }).acquire("t").now_ms
+    assert Slidelimit::Limiter.memory(policy, clock: nanos).acquire_at("t", 10).allowed?
   end
 
   def test_timeout_rule_is_cores

@@ -41,6 +41,7 @@ class TestDenyCache < Minitest::Test
   def test_on_by_default_and_off_on_request
     assert Slidelimit::Limiter.new(@redis, policy).deny_cache?
     refute Slidelimit::Limiter.new(@redis, policy, deny_cache: false).deny_cache?
+    refute Slidelimit::Limiter.new(@redis, policy, deny_cache: nil).deny_cache? # documented: off too
     assert Slidelimit::Limiter.new(@redis, policy, deny_cache: 5).deny_cache?
     refute Slidelimit::Limiter.memory(policy).deny_cache?
   end

@@ -64,6 +64,23 @@ class TestMetrics < Minitest::Test
     refute_includes m.text, "tenant="
   end
 
+  # A registry the metrics cannot be made in, or a tenant_label that is no
+  # boolean, is refused when the Metrics is made, naming the option.
+  def test_registry_and_tenant_label_are_checked_when_made
+    [5, "x", {}, Object.new, Prometheus::Client::Registry, false].each do |registry|
+      e = assert_raises(Slidelimit::InvalidArgument, registry.inspect) { Slidelimit::Metrics.new(registry: registry) }
+      assert_equal "registry", e.field
+      assert e.message.start_with?("registry: "), e.message
+    end
+    ["no", 0, :off, [], nil, "true"].each do |label|
+      e = assert_raises(Slidelimit::InvalidArgument, label.inspect) { Slidelimit::Metrics.new(tenant_label: label) }
+      assert_equal "tenant_label", e.field
+    end
+    registry = Prometheus::Client::Registry.new
+    assert_same registry, Slidelimit::Metrics.new(registry: registry, tenant_label: true).registry
+    refute Slidelimit::Metrics.new(registry: nil, tenant_label: false).tenant_label?
+  end
+
   def test_label_values_are_escaped_and_served_over_rack
     m = Slidelimit::Metrics.new(tenant_label: true)
     l = Slidelimit::Limiter.memory(Slidelimit::Policy.new(resource: "geocode", limit: 1, window_ms: 1000), metrics: m)

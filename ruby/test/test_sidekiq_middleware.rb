@@ -128,9 +128,55 @@ class TestSidekiqMiddleware < Minitest::Test
       { limiter: limiter, tenant: ->(_) { "t" }, cost: 1.5 } => "cost",
       { limiter: limiter, tenant: ->(_) { "t" }, on_unavailable: :maybe } => "on_unavailable",
       { limiter: limiter, tenant: ->(_) { "t" }, max_deferrals: -1 } => "max_deferrals",
+      # A cost no check could spend (core's range), refused when set.
+      { limiter: limiter, tenant: ->(_) { "t" }, cost: 0 } => "cost",
+      { limiter: limiter, tenant: ->(_) { "t" }, cost: -1 } => "cost",
+      { limiter: limiter, tenant: ->(_) { "t" }, cost: 2**64 } => "cost",
+      # Callables that cannot take the job hash.
+      { limiter: limiter, tenant: -> { "t" } } => "tenant",
+      { limiter: limiter, tenant: ->(_job, _queue) { "t" } } => "tenant",
+      { limiter: limiter, tenant: "t".method(:to_s) } => "tenant",
+      { limiter: limiter, tenant: ->(_) { "t" }, cost: -> { 1 } } => "cost",
+      { limiter: limiter, tenant: ->(_) { "t" }, cost: ->(_a, _b) { 1 } } => "cost",
+      # No silent clamp of the backoff, and false is not "unbounded".
+      { limiter: limiter, tenant: ->(_) { "t" }, outage_backoff_ms: 5000, outage_backoff_max_ms: 100 } =>
+        "outage_backoff_max_ms",
+      { limiter: limiter, tenant: ->(_) { "t" }, max_outage_deferrals: false } => "max_outage_deferrals",
     }.each do |options, field|
       e = assert_raises(Slidelimit::InvalidArgument, options.inspect) { Slidelimit::Sidekiq::Config.new(**options) }
-      assert_equal field, e.field
+      assert_equal field, e.field, options.inspect
+      assert e.message.start_with?("#{field}: "), e.message
     end
+  end
+
+  def test_config_takes_what_can_be_called_with_the_job
+    limiter = Slidelimit::Limiter.memory(policy)
+    ok = Slidelimit::Sidekiq::Config.new(limiter: limiter, tenant: proc { "t" }, cost: 2**64 - 1,
+                                         outage_backoff_ms: 100, outage_backoff_max_ms: 100, max_outage_deferrals: nil)
+    assert_equal 2**64 - 1, ok.cost
+    assert_nil ok.max_outage_deferrals
+    [proc { "t" }, ->(*) { "t" }, ->(job, _extra = nil) { job["args"][0] }, method(:String)].each do |tenant|
+      assert_same tenant, Slidelimit::Sidekiq::Config.new(limiter: limiter, tenant: tenant, cost: proc { 1 }).tenant
+    end
+  end
+
+  # The middleware writes only non-negative Integers into its counts: any
+  # other value there fails the job naming the key, before the limiter is
+  # asked (so alike whether it would allow or deny), instead of an error
+  # from deep inside or a count read as something it is not.
+  def test_a_count_in_the_job_that_is_no_count_is_invalid
+    limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
+    worker = worker_with(limiter: limiter, tenant: ->(_) { "t" }, jitter_ms: 0)
+    [Slidelimit::Sidekiq::DEFERRALS_KEY, Slidelimit::Sidekiq::OUTAGE_DEFERRALS_KEY].each do |key|
+      ["abc", nil, -5, 1.5, "2"].each do |bad|
+        e = assert_raises(Slidelimit::InvalidArgument, "#{key} #{bad.inspect}") do
+          @middleware.call(worker, job(key => bad), "default") { flunk "ran" }
+        end
+        assert_equal key, e.field
+        assert e.message.start_with?("#{key}: "), e.message
+      end
+    end
+    assert limiter.peek("t").allowed?, "no permit was taken"
+    assert_empty scheduled
   end
 end

@@ -76,6 +76,20 @@ module Slidelimit
       value
     end
 
+    # A callable the binding will call with `args` arguments: anything that
+    # responds to call, refused only when its arity makes that call certain
+    # to raise ArgumentError (a lambda or a Method; a proc takes any count).
+    # `what` describes the call, as "call(job)".
+    def self.callable(field, value, args, what)
+      raise Slidelimit.invalid(field, "must respond to #{what}, got #{value.class}") unless value.respond_to?(:call)
+
+      strict = value.is_a?(Method) || (value.is_a?(Proc) && value.lambda?)
+      arity = value.arity if strict
+      return value if arity.nil? || (arity.negative? ? args >= -arity - 1 : args == arity)
+
+      raise Slidelimit.invalid(field, "must be callable as #{what}, but its arity is #{arity} (#{value.inspect})")
+    end
+
     # The UTF-8 bytes of a String for the C ABI. UTF-8, US-ASCII and binary
     # Strings go as they are (core refuses bytes that are not UTF-8); other
     # encodings are transcoded. Anything but a String is refused.

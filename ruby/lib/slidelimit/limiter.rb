@@ -31,8 +31,8 @@ module Slidelimit
     # denies an acquire of cost c with retry r, an acquire of the same tenant
     # and cost >= c within r is denied in this process without a Redis call.
     # true (the default): on, holding core's default number of tenants
-    # (10,000); an Integer: on, holding that many; false: off. Only #acquire
-    # (server time) uses it; #acquire_at and #peek always ask Redis. It
+    # (10,000); an Integer: on, holding that many; false or nil: off. Only
+    # #acquire (server time) uses it; #acquire_at and #peek always ask Redis. It
     # cannot see a reset made by another process: a tenant reset elsewhere
     # stays denied here until the cached retry runs out (#reset on this
     # limiter forgets the tenant's entry).
@@ -86,14 +86,14 @@ module Slidelimit
 
     # A Limiter on core's in-memory engine, with the same decisions as Redis
     # (tests, single process). engine: a Slidelimit::MemoryEngine to share
-    # with other limiters (default: a new one, which #close frees). clock: a
-    # callable returning the time in ms since the epoch, the stand-in for
-    # Redis's clock (default: real time); it alone expires keys.
+    # with other limiters (nil: a new one, which #close frees). clock: a
+    # callable of no argument returning the time in ms since the epoch, the
+    # stand-in for Redis's clock (nil: real time); it alone expires keys, and
+    # a reading past 2^52 ms is InvalidArgument on clock.
     def self.memory(policy, engine: nil, clock: nil, metrics: nil)
-      if clock && !clock.respond_to?(:call)
-        raise Slidelimit.invalid("clock", "must respond to call, got #{clock.class}")
-      end
-      if engine && !engine.is_a?(MemoryEngine)
+      # nil alone is "not given" (false is refused, not read as the default).
+      Core.callable("clock", clock, 0, "call()") unless clock.nil?
+      unless engine.nil? || engine.is_a?(MemoryEngine)
         raise Slidelimit.invalid("engine", "must be a Slidelimit::MemoryEngine, got #{engine.class}")
       end
 
@@ -225,8 +225,8 @@ module Slidelimit
 
     def setup(policy, metrics)
       raise Slidelimit.invalid("policy", "must be a Slidelimit::Policy, got #{policy.class}") unless policy.is_a?(Policy)
-      if metrics && !metrics.respond_to?(:observe)
-        raise Slidelimit.invalid("metrics", "must respond to observe(resource, tenant, decision)")
+      unless metrics.nil? || metrics.respond_to?(:observe)
+        raise Slidelimit.invalid("metrics", "must respond to observe(resource, tenant, decision), got #{metrics.class}")
       end
 
       @policy = policy

@@ -22,13 +22,28 @@ module Slidelimit
   class Metrics
     attr_reader :allowed, :denied, :wait, :local_denied, :registry
 
-    # registry: a Prometheus::Client::Registry (default: a new one).
-    # tenant_label: add the tenant label to the counters; leave it off when
-    # tenants are unbounded (every tenant is a new time series).
+    # What #initialize calls on a registry.
+    REGISTRY_METHODS = %i[counter histogram].freeze
+
+    # registry: a Prometheus::Client::Registry (nil: a new one); anything
+    # else that answers counter and histogram as it does.
+    # tenant_label: true or false, add the tenant label to the counters; leave
+    # it off when tenants are unbounded (every tenant is a new time series).
     def initialize(registry: nil, tenant_label: false)
       require "prometheus/client"
+      # Checked here, not as a NoMethodError from the first metric made.
+      unless registry.nil? || REGISTRY_METHODS.all? { |m| registry.respond_to?(m) }
+        raise Slidelimit.invalid("registry", "must be a Prometheus::Client::Registry (respond to " \
+                                             "#{REGISTRY_METHODS.join(' and ')}), got #{registry.class} " \
+                                             "(#{registry.inspect})")
+      end
+      unless [true, false].include?(tenant_label)
+        raise Slidelimit.invalid("tenant_label", "must be true or false, got #{tenant_label.class} " \
+                                                 "(#{tenant_label.inspect})")
+      end
+
       @registry = registry || Prometheus::Client::Registry.new
-      @tenant_label = tenant_label ? true : false
+      @tenant_label = tenant_label
       @allowed = @registry.counter(Metrics.name_of(Native::METRIC_ALLOWED_TOTAL).to_sym,
                                    Metrics.help_of(Native::METRIC_ALLOWED_TOTAL))
       @denied = @registry.counter(Metrics.name_of(Native::METRIC_DENIED_TOTAL).to_sym,

@@ -80,8 +80,9 @@ module Slidelimit
         raise Slidelimit.invalid("limit", "is required (or give limits)") if limit.nil?
         raise Slidelimit.invalid("window_ms", "is required (or give limits)") if window_ms.nil?
 
-        specs = [Limit.new(algorithm: algorithm || Policy.default_algorithm, limit: limit, window_ms: window_ms,
-                           buckets: buckets)]
+        # nil alone is "not given"; false is refused by parse_algorithm.
+        specs = [Limit.new(algorithm: algorithm.nil? ? Policy.default_algorithm : algorithm, limit: limit,
+                           window_ms: window_ms, buckets: buckets)]
       else
         both = SINGLE_FIELDS.find { |f| !given[f].nil? }
         raise Slidelimit.invalid(both.to_s, "cannot be given with limits (put it in a Limit)") if both

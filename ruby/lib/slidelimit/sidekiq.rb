@@ -54,9 +54,18 @@ module Slidelimit
                      on_unavailable: :defer, outage_backoff_ms: 1000, outage_backoff_max_ms: 60_000,
                      max_outage_deferrals: nil)
         raise Slidelimit.invalid("limiter", "must be a Slidelimit::Limiter, got #{limiter.class}") unless limiter.is_a?(Limiter)
-        raise Slidelimit.invalid("tenant", "must respond to call(job)") unless tenant.respond_to?(:call)
-        unless cost.respond_to?(:call) || cost.is_a?(Integer)
-          raise Slidelimit.invalid("cost", "must be an Integer or respond to call(job)")
+
+        # Refused now rather than as an error in every job: a callable that
+        # cannot take the job hash, a cost no check could spend (core's range,
+        # 1 to 2^64 - 1; whether it fits the limit is the policy's, at run time).
+        Core.callable("tenant", tenant, 1, "call(job)")
+        if cost.is_a?(Integer)
+          Core.uint64("cost", cost)
+          raise Slidelimit.invalid("cost", "must be at least 1") if cost.zero?
+        elsif cost.respond_to?(:call)
+          Core.callable("cost", cost, 1, "call(job)")
+        else
+          raise Slidelimit.invalid("cost", "must be an Integer or respond to call(job), got #{cost.class}")
         end
         unless %i[defer run].include?(on_unavailable)
           raise Slidelimit.invalid("on_unavailable", "must be :defer or :run, got #{on_unavailable.inspect}")
@@ -70,7 +79,13 @@ module Slidelimit
         @on_unavailable = on_unavailable
         @outage_backoff_ms = Core.uint64("outage_backoff_ms", outage_backoff_ms)
         @outage_backoff_max_ms = Core.uint64("outage_backoff_max_ms", outage_backoff_max_ms)
-        @max_outage_deferrals = max_outage_deferrals && Core.uint64("max_outage_deferrals", max_outage_deferrals)
+        if @outage_backoff_max_ms < @outage_backoff_ms
+          raise Slidelimit.invalid("outage_backoff_max_ms", "must be at least outage_backoff_ms " \
+                                                            "(#{@outage_backoff_ms}), got #{@outage_backoff_max_ms}")
+        end
+        # nil is "unbounded"; false is refused, not read as nil.
+        @max_outage_deferrals =
+          max_outage_deferrals.nil? ? nil : Core.uint64("max_outage_deferrals", max_outage_deferrals)
         freeze
       end
     end
@@ -110,23 +125,38 @@ module Slidelimit
         config = worker.class.respond_to?(:slidelimit_config) ? worker.class.slidelimit_config : nil
         return yield unless config
 
+        # The job's own counts are read first: a job whose count is no count
+        # fails the same way whatever the limiter answers.
+        deferrals = job_count(job, DEFERRALS_KEY)
+        outage_deferrals = job_count(job, OUTAGE_DEFERRALS_KEY)
         cost = config.cost.respond_to?(:call) ? config.cost.call(job) : config.cost
         begin
           decision = config.limiter.acquire(config.tenant.call(job), cost: cost)
         rescue Slidelimit::Unavailable => e
           return yield if config.on_unavailable == :run
 
-          return defer_outage(config, job, e)
+          return defer_outage(config, job, outage_deferrals, e)
         end
         return yield if decision.allowed?
 
-        defer(config, job, decision)
+        defer(config, job, deferrals, decision)
       end
 
       private
 
-      def defer(config, job, decision)
-        count = job.fetch(DEFERRALS_KEY, 0)
+      # A count the middleware keeps in the job hash (0 when absent). It
+      # writes only non-negative Integers, so anything else there (a String,
+      # nil, -5, 1.5) was put by someone else: InvalidArgument naming the key
+      # (the job fails into Sidekiq's retries) rather than a guess.
+      def job_count(job, key)
+        count = job.fetch(key, 0)
+        return count if count.is_a?(Integer) && !count.negative?
+
+        raise Slidelimit.invalid(key, "the job's count must be a non-negative Integer, got #{count.class} " \
+                                      "(#{count.inspect})")
+      end
+
+      def defer(config, job, count, decision)
         if count >= config.max_deferrals
           raise DeferralLimitExceeded,
                 "job #{job['jid']} was deferred #{count} times by the rate limit " \
@@ -139,8 +169,7 @@ module Slidelimit
                   decision.retry_after_ms + jitter(config))
       end
 
-      def defer_outage(config, job, error)
-        count = job.fetch(OUTAGE_DEFERRALS_KEY, 0)
+      def defer_outage(config, job, count, error)
         if config.max_outage_deferrals && count >= config.max_outage_deferrals
           raise OutageLimitExceeded,
                 "job #{job['jid']} was deferred #{count} times while the limiter's Redis " \
