@@ -278,3 +278,73 @@ func TestLimitersOnOneMemoryEngineShareItsKeys(t *testing.T) {
 		t.Fatalf("a nil engine: want ErrInvalidArgument on memory_engine, got %v", err)
 	}
 }
+
+// What an option or argument cannot work with is an ErrInvalidArgument
+// naming it when the Limiter is made (or on the check that reads the clock),
+// never a nil call or a nil dereference later: typed nils pass `!= nil`.
+func TestOptionsThatWouldPanicAreInvalidArguments(t *testing.T) {
+	p := slidelimit.Policy{Resource: "geocode", Limit: 5, Window: time.Second}
+	field := func(err error) string {
+		var e *slidelimit.Error
+		if !errors.As(err, &e) || !errors.Is(err, slidelimit.ErrInvalidArgument) {
+			return fmt.Sprintf("not an invalid argument: %v", err)
+		}
+		return e.Field()
+	}
+	made := []struct {
+		name, field string
+		make        func() (*slidelimit.Limiter, error)
+	}{
+		{"a typed nil *redis.Client", "client", func() (*slidelimit.Limiter, error) {
+			return slidelimit.New((*redis.Client)(nil), p)
+		}},
+		{"a typed nil *redis.ClusterClient", "client", func() (*slidelimit.Limiter, error) {
+			return slidelimit.New((*redis.ClusterClient)(nil), p)
+		}},
+		{"a typed nil *redis.Ring", "client", func() (*slidelimit.Limiter, error) {
+			return slidelimit.New((*redis.Ring)(nil), p)
+		}},
+		{"a zero MemoryEngine", "memory_engine", func() (*slidelimit.Limiter, error) {
+			return slidelimit.NewMemory(p, slidelimit.WithMemoryEngine(&slidelimit.MemoryEngine{}))
+		}},
+		{"a nil clock", "clock", func() (*slidelimit.Limiter, error) {
+			return slidelimit.NewMemory(p, slidelimit.WithClock(nil))
+		}},
+		{"a nil ObserverFunc", "observer", func() (*slidelimit.Limiter, error) {
+			return slidelimit.NewMemory(p, slidelimit.WithObserver(slidelimit.ObserverFunc(nil)))
+		}},
+		{"a nil Option", "options", func() (*slidelimit.Limiter, error) {
+			return slidelimit.NewMemory(p, slidelimit.WithTimeout(time.Second), nil)
+		}},
+		{"a nil Option on Redis", "options", func() (*slidelimit.Limiter, error) {
+			return slidelimit.New(redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}), p, nil)
+		}},
+	}
+	for _, c := range made {
+		l, err := c.make()
+		if f := field(err); f != c.field {
+			t.Errorf("%s: want ErrInvalidArgument on %s, got %q (%v)", c.name, c.field, f, err)
+		}
+		if l != nil {
+			t.Errorf("%s: a Limiter came back with the error", c.name)
+		}
+	}
+
+	ctx := context.Background()
+	for _, c := range []struct {
+		name  string
+		clock time.Time
+	}{
+		{"before 1970", time.UnixMilli(-1)},
+		{"past 2^52 ms (a clock in nanoseconds)", time.UnixMilli(1 << 53)},
+	} {
+		l, err := slidelimit.NewMemory(p, slidelimit.WithClock(func() time.Time { return c.clock }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := l.Acquire(ctx, "t"); field(err) != "clock" {
+			t.Errorf("a clock %s: want ErrInvalidArgument on clock, got %+v, %v", c.name, d, err)
+		}
+		l.Close()
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"reflect"
 	"slices"
 	"sync"
 	"time"
@@ -246,6 +247,29 @@ type config struct {
 	// engine: the shared memory engine NewMemory uses (WithMemoryEngine).
 	engine    *MemoryEngine
 	engineSet bool
+	// err: the first option that cannot work (an Option returns none), for
+	// New and NewMemory to return instead of a nil call later.
+	err error
+}
+
+// refuse records the first bad option.
+func (c *config) refuse(field, problem string) {
+	if c.err == nil {
+		c.err = invalidArgument(field, problem)
+	}
+}
+
+// isNil reports whether v is nil or a nil pointer, map, func, ... in an
+// interface: a typed nil passes `v != nil` and panics on its first use.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // Option configures a Limiter.
@@ -283,8 +307,18 @@ func WithDenyCache(capacity int) Option {
 func WithoutDenyCache() Option { return func(c *config) { c.denyCache = false } }
 
 // WithClock sets the clock of the memory engine, which stands in for Redis
-// TIME (default time.Now). Limiters on Redis ignore it.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+// TIME (default time.Now); a nil now makes New and NewMemory fail with
+// ErrInvalidArgument naming clock. Limiters on Redis ignore it. A time before
+// 1970, or past 2^52 ms (about year 142,000) where no caller time is given,
+// is ErrInvalidArgument naming clock on the check that reads it.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) {
+		if now == nil {
+			c.refuse("clock", "must not be nil")
+		}
+		c.clock = now
+	}
+}
 
 // MemoryEngine is core's in-memory store on its own, for Limiters that
 // share it (NewMemory with WithMemoryEngine): whatever their policies, they
@@ -350,7 +384,7 @@ type Limiter struct {
 // ContextTimeoutEnabled; with such a client the timeout interrupts the socket
 // read directly, otherwise the Limiter stops waiting for the reply itself.
 func New(client redis.UniversalClient, p Policy, opts ...Option) (*Limiter, error) {
-	if client == nil {
+	if isNil(client) {
 		return nil, invalidArgument("client", "must not be nil")
 	}
 	l, err := newLimiter(p, opts)
@@ -392,6 +426,10 @@ func NewMemory(p Policy, opts ...Option) (*Limiter, error) {
 			l.Close()
 			return nil, invalidArgument("memory_engine", "must not be nil")
 		}
+		if l.cfg.engine.h == nil {
+			l.Close()
+			return nil, invalidArgument("memory_engine", "must be made by NewMemoryEngine, not a zero MemoryEngine")
+		}
 		l.memory, l.sharedMemory = l.cfg.engine.h, true
 		return l, nil
 	}
@@ -404,8 +442,15 @@ func NewMemory(p Policy, opts ...Option) (*Limiter, error) {
 
 func newLimiter(p Policy, opts []Option) (*Limiter, error) {
 	cfg := config{timeout: DefaultTimeout, clock: time.Now, denyCache: true}
-	for _, opt := range opts {
+	for i, opt := range opts {
+		if opt == nil {
+			cfg.refuse("options", fmt.Sprintf("option %d is nil", i))
+			continue
+		}
 		opt(&cfg)
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
 	}
 	if err := checkTimeout(cfg.timeout); err != nil {
 		return nil, err
@@ -559,8 +604,12 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 	if l.memory != nil {
 		// The clock stands in for Redis's: it expires keys even when the
 		// caller passes its own now, as Redis's PEXPIRE runs on server time.
-		clock := uint64(max(l.cfg.clock().UnixMilli(), 0))
-		d, err = l.memory.check(l.handle, tenant, cost, now, clock, mode)
+		// Core refuses one past 2^52 ms where it is the script's time.
+		clock := l.cfg.clock().UnixMilli()
+		if clock < 0 {
+			return Decision{}, invalidArgument("clock", fmt.Sprintf("read %d ms, before 1970; the engine's clock must be Unix time", clock))
+		}
+		d, err = l.memory.check(l.handle, tenant, cost, now, uint64(clock), mode)
 	} else if l.deny != nil && mode == modeAcquire && now == nil {
 		// Only acquires on Redis time use the deny cache.
 		mono := l.monoMs()

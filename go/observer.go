@@ -1,5 +1,7 @@
 package slidelimit
 
+import "fmt"
+
 // AcquireEvent is what an Observer learns about one acquire (Acquire,
 // AcquireN or AcquireAt; peeks and resets are not observed). Exactly one of
 // three things happened:
@@ -38,10 +40,16 @@ type ObserverFunc func(AcquireEvent)
 func (f ObserverFunc) ObserveAcquire(e AcquireEvent) { f(e) }
 
 // WithObserver adds o to the Limiter's observers; each is called in the order
-// given. A nil o is ignored.
+// given. A nil o is ignored; a typed nil (a nil ObserverFunc or
+// *promlimit.Metrics) makes New and NewMemory fail with ErrInvalidArgument
+// naming observer, since calling it would panic.
 func WithObserver(o Observer) Option {
 	return func(c *config) {
-		if o != nil {
+		switch {
+		case o == nil:
+		case isNil(o):
+			c.refuse("observer", fmt.Sprintf("must not be a nil %T", o))
+		default:
 			c.observers = append(c.observers, o)
 		}
 	}
