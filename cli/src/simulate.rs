@@ -80,6 +80,9 @@ pub struct SimulateArgs {
     timeout_ms: u64,
 }
 
+/// The most requests one simulation makes (the demo makes 3,600).
+const MAX_REQUESTS: u64 = 5_000_000;
+
 pub fn run(args: &SimulateArgs) -> std::result::Result<(), Failure> {
     let scenario = Scenario::new(args)?;
     let mut limiters = vec![Limiter::Fixed(FixedWindow::new(args.limit, args.window_ms))];
@@ -242,6 +245,25 @@ impl Scenario {
         }
         if args.duration_s > 86_400 {
             return Err(invalid("duration_s", "must be at most 86400 (one day)"));
+        }
+        // Checked with or without --redis: a flag given is never ignored.
+        slidelimit_core::check_timeout_ms(args.timeout_ms)?;
+        // Every request is held in memory, four times over (one outcome per
+        // limiter): bounded before any is made.
+        let steady = args.rate * args.duration_s;
+        let planned = match args.pattern {
+            Pattern::Burst => args.limit.saturating_mul(2).saturating_add(steady),
+            Pattern::Steady => steady,
+            Pattern::Boundary => args.limit.saturating_mul(6),
+        };
+        if planned > MAX_REQUESTS {
+            return Err(invalid(
+                "duration_s",
+                format!(
+                    "the run would send {planned} requests, more than {MAX_REQUESTS}; \
+                     lower --rate, --duration-s or --limit"
+                ),
+            ));
         }
         let start_ms = parse_start(&args.start)?;
         let (limit, w) = (args.limit, args.window_ms);

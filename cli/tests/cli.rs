@@ -157,6 +157,39 @@ fn simulate_boundary_and_flags() {
             stderr(&bad)
         );
     }
+    // A run past 5,000,000 requests is refused before one is made (it held
+    // them all: 8.5 GB at 100,000/s for a day); a timeout is checked without
+    // --redis too, never ignored.
+    for (args, field) in [
+        (
+            &["--rate", "100000", "--duration-s", "86400"][..],
+            "duration_s",
+        ),
+        (
+            &["--rate", "50001", "--duration-s", "100"][..],
+            "duration_s",
+        ),
+        (&["--timeout-ms", "0"][..], "timeout_ms"),
+        (&["--timeout-ms", "2147483648"][..], "timeout_ms"),
+    ] {
+        let bad = slidelimit(&[&["simulate", "--pattern", "steady"][..], args].concat());
+        assert_eq!(bad.status.code(), Some(11), "{args:?}: {}", stderr(&bad));
+        assert!(
+            stderr(&bad).starts_with(&format!("error: invalid_argument: {field}:")),
+            "{args:?}: {}",
+            stderr(&bad)
+        );
+    }
+    let most = slidelimit(&[
+        "simulate",
+        "--pattern",
+        "steady",
+        "--rate",
+        "50000",
+        "--duration-s",
+        "100",
+    ]);
+    assert!(most.status.success(), "{}", stderr(&most));
 }
 
 #[test]

@@ -286,7 +286,9 @@ impl Limiter {
 
     /// A limiter on the embedded in-memory engine: one process, no Redis,
     /// the same decisions. The engine is the limiter's own (and its clones');
-    /// [`Limiter::memory_on`] shares one between limiters.
+    /// [`Limiter::memory_on`] shares one between limiters. Of `options` only
+    /// `metrics` applies: with no I/O, `timeout`, `tls_ca_pem` and
+    /// `deny_cache` are neither read nor checked.
     pub fn memory(policy: Policy, options: Options) -> Limiter {
         Self::memory_on(Arc::new(MemoryEngine::new()), policy, options)
     }

@@ -47,10 +47,25 @@ impl Metrics {
                 .buckets(WAIT_BUCKETS.to_vec()),
             &WAIT_LABELS,
         )?;
-        registry.register(Box::new(allowed.clone()))?;
-        registry.register(Box::new(denied.clone()))?;
-        registry.register(Box::new(wait.clone()))?;
-        registry.register(Box::new(local_denied.clone()))?;
+        // All or none: a name taken in `registry` (a second register, or
+        // another library's metric) leaves none of ours behind, so a retry
+        // or a fallback registry starts clean.
+        let collectors = || -> [Box<dyn prometheus::core::Collector>; 4] {
+            [
+                Box::new(allowed.clone()),
+                Box::new(denied.clone()),
+                Box::new(wait.clone()),
+                Box::new(local_denied.clone()),
+            ]
+        };
+        for (i, collector) in collectors().into_iter().enumerate() {
+            if let Err(e) = registry.register(collector) {
+                for registered in collectors().into_iter().take(i) {
+                    let _ = registry.unregister(registered);
+                }
+                return Err(e);
+            }
+        }
         Ok(Metrics {
             allowed,
             denied,
@@ -79,5 +94,32 @@ impl Metrics {
                 .with_label_values(&[resource])
                 .observe(wait_seconds(decision.retry_after_ms));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_taken_name_registers_none_of_the_metrics() {
+        let registry = Registry::new();
+        // Another metric already holds the histogram's name, registered
+        // after the two counters: they must not stay behind.
+        let taken = IntCounterVec::new(Opts::new(METRIC_WAIT_SECONDS, "not ours"), &["x"]).unwrap();
+        registry.register(Box::new(taken)).unwrap();
+        assert!(Metrics::register(&registry, false).is_err());
+        for (name, help) in [
+            (METRIC_ALLOWED_TOTAL, METRIC_ALLOWED_TOTAL_HELP),
+            (METRIC_DENIED_TOTAL, METRIC_DENIED_TOTAL_HELP),
+            (METRIC_LOCAL_DENIED_TOTAL, METRIC_LOCAL_DENIED_TOTAL_HELP),
+        ] {
+            let again = IntCounterVec::new(Opts::new(name, help), &COUNTER_LABELS).unwrap();
+            registry
+                .register(Box::new(again))
+                .unwrap_or_else(|e| panic!("{name} was left registered: {e}"));
+        }
+        // A registry without the conflict takes all four.
+        Metrics::register(&Registry::new(), true).unwrap();
     }
 }
