@@ -16,6 +16,9 @@
 package promlimit
 
 import (
+	"fmt"
+	"reflect"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slidelimit/slidelimit/go"
@@ -45,6 +48,10 @@ type Options struct {
 // second NewMetrics on it) gives reg.Register's error and registers nothing;
 // share one Metrics between Limiters instead.
 func NewMetrics(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+	if reg == nil || reflect.ValueOf(reg).Kind() == reflect.Pointer && reflect.ValueOf(reg).IsNil() {
+		return nil, fmt.Errorf("promlimit: the registry is nil (prometheus.NewRegistry() makes one): %w",
+			slidelimit.ErrInvalidArgument)
+	}
 	table, err := slidelimit.Metrics()
 	if err != nil {
 		return nil, err

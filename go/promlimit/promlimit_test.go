@@ -254,3 +254,15 @@ func TestRegistrationIsAllOrNothing(t *testing.T) {
 		t.Fatalf("a second NewMetrics on one registry: %v, want prometheus.AlreadyRegisteredError", err)
 	}
 }
+
+// A nil registry is an error naming it, not a nil dereference inside.
+func TestANilRegistryIsAnInvalidArgument(t *testing.T) {
+	for name, reg := range map[string]prometheus.Registerer{
+		"nil":                              nil,
+		"a typed nil *prometheus.Registry": (*prometheus.Registry)(nil),
+	} {
+		if m, err := promlimit.NewMetrics(reg, promlimit.Options{}); m != nil || !errors.Is(err, slidelimit.ErrInvalidArgument) {
+			t.Errorf("%s: want ErrInvalidArgument, got %v, %v", name, m, err)
+		}
+	}
+}

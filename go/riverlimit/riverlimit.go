@@ -142,8 +142,12 @@ func snoozeCount(job *rivertype.JobRow) int {
 // key type, an ACL) are returned as the job's error: they are bugs to see,
 // not waits.
 func (g *Gate) Run(ctx context.Context, job *rivertype.JobRow, tenant string, cost uint64, work func(context.Context) error) error {
-	if g.limiter == nil {
-		return fmt.Errorf("riverlimit: the gate has no limiter (NewGate was given nil): %w", slidelimit.ErrInvalidArgument)
+	switch {
+	case g == nil || g.limiter == nil:
+		return fmt.Errorf("riverlimit: the gate has no limiter (a nil Gate, or NewGate was given nil): %w",
+			slidelimit.ErrInvalidArgument)
+	case work == nil:
+		return fmt.Errorf("riverlimit: Run was given no work (nil): %w", slidelimit.ErrInvalidArgument)
 	}
 	d, err := g.limiter.AcquireN(ctx, tenant, cost)
 	outcome := Outcome{Decision: d, Err: err}
@@ -199,6 +203,10 @@ func NewMiddleware(gate *Gate, tenant TenantFunc) *Middleware {
 
 // Work implements rivertype.WorkerMiddleware.
 func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
+	if m.tenant == nil {
+		return fmt.Errorf("riverlimit: the middleware has no TenantFunc (NewMiddleware was given nil): %w",
+			slidelimit.ErrInvalidArgument)
+	}
 	tenant, cost, ok := m.tenant(job)
 	if !ok {
 		return doInner(ctx)
@@ -218,6 +226,9 @@ type wrapped[T river.JobArgs] struct {
 }
 
 func (w *wrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
+	if w.Worker == nil || w.tenant == nil {
+		return fmt.Errorf("riverlimit: Wrap was given a nil worker or tenant function: %w", slidelimit.ErrInvalidArgument)
+	}
 	tenant, cost := w.tenant(job)
 	return w.gate.Run(ctx, job.JobRow, tenant, cost, func(ctx context.Context) error {
 		return w.Worker.Work(ctx, job)

@@ -493,4 +493,24 @@ func TestBadGateOptionsAreErrorsNotPanics(t *testing.T) {
 	if err := riverlimit.NewGate(nil).Run(ctx, job, "key-1", 1, work); !errors.Is(err, slidelimit.ErrInvalidArgument) {
 		t.Fatalf("a nil limiter: want ErrInvalidArgument, got %v", err)
 	}
+
+	// Nil parts of the middleware and of Wrap: errors on the job, never a
+	// nil call in the worker.
+	tenantOf := func(*rivertype.JobRow) (string, uint64, bool) { return "key-1", 1, true }
+	inner := func(context.Context) error { return nil }
+	var nilGate *riverlimit.Gate
+	for name, err := range map[string]error{
+		"a nil Gate's Run":          nilGate.Run(ctx, job, "key-1", 1, work),
+		"Run with nil work":         byDefault.Run(ctx, job, "key-1", 1, nil),
+		"a middleware's nil gate":   riverlimit.NewMiddleware(nil, tenantOf).Work(ctx, job, inner),
+		"a middleware's nil tenant": riverlimit.NewMiddleware(byDefault, nil).Work(ctx, job, inner),
+		"Wrap's nil worker": riverlimit.Wrap[geocodeArgs](nil, byDefault,
+			func(*river.Job[geocodeArgs]) (string, uint64) { return "key-1", 1 }).Work(ctx, &river.Job[geocodeArgs]{JobRow: job}),
+		"Wrap's nil tenant": riverlimit.Wrap[geocodeArgs](river.WorkFunc(func(context.Context, *river.Job[geocodeArgs]) error { return nil }),
+			byDefault, nil).Work(ctx, &river.Job[geocodeArgs]{JobRow: job}),
+	} {
+		if !errors.Is(err, slidelimit.ErrInvalidArgument) {
+			t.Errorf("%s: want ErrInvalidArgument, got %v", name, err)
+		}
+	}
 }
