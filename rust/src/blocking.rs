@@ -2,23 +2,57 @@
 //! single-worker runtime, so blocking code needs no runtime of its own.
 
 use crate::{Decision, Error, ErrorCode, MemoryEngine, Options, Policy, Result};
+use std::future::Future;
 use std::sync::Arc;
-use tokio::runtime::Runtime;
+use tokio::runtime::{Handle, Runtime};
 
-/// A blocking rate limiter; cheap to clone, usable from many threads.
+/// A blocking rate limiter; cheap to clone, usable from many threads. Not
+/// from inside an async runtime: there each call is `invalid_argument` (use
+/// [`crate::Limiter`], the async one), where tokio would panic.
 #[derive(Clone)]
 pub struct Limiter {
-    runtime: Arc<Runtime>,
+    runtime: Arc<Io>,
     inner: crate::Limiter,
 }
 
-fn runtime() -> Result<Arc<Runtime>> {
+/// The private runtime. Blocking on it, or dropping it, inside another
+/// runtime would panic: a call there is refused, and the last clone dropped
+/// there shuts it down in the background.
+struct Io(Option<Runtime>);
+
+impl Io {
+    fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
+        if Handle::try_current().is_ok() {
+            return Err(Error::new(
+                ErrorCode::InvalidArgument,
+                "slidelimit::blocking::Limiter was called inside an async runtime, where blocking \
+                 would stall it; use slidelimit::Limiter (async) there",
+            ));
+        }
+        match &self.0 {
+            Some(runtime) => Ok(runtime.block_on(future)),
+            None => Err(Error::new(ErrorCode::Internal, "the I/O runtime is gone")),
+        }
+    }
+}
+
+impl Drop for Io {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            if Handle::try_current().is_ok() {
+                runtime.shutdown_background();
+            }
+        }
+    }
+}
+
+fn runtime() -> Result<Arc<Io>> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("slidelimit-io")
         .enable_all()
         .build()
-        .map(Arc::new)
+        .map(|runtime| Arc::new(Io(Some(runtime))))
         .map_err(|e| {
             Error::new(
                 ErrorCode::Internal,
@@ -30,20 +64,20 @@ fn runtime() -> Result<Arc<Runtime>> {
 impl Limiter {
     pub fn connect(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
         let runtime = runtime()?;
-        let inner = runtime.block_on(crate::Limiter::connect(url, policy, options))?;
+        let inner = runtime.block_on(crate::Limiter::connect(url, policy, options))??;
         Ok(Limiter { runtime, inner })
     }
 
     pub fn connect_cluster(urls: &[&str], policy: Policy, options: Options) -> Result<Limiter> {
         let runtime = runtime()?;
-        let inner = runtime.block_on(crate::Limiter::connect_cluster(urls, policy, options))?;
+        let inner = runtime.block_on(crate::Limiter::connect_cluster(urls, policy, options))??;
         Ok(Limiter { runtime, inner })
     }
 
     /// See [`crate::Limiter::connect_lazy`]: no I/O until the first call.
     pub fn connect_lazy(url: &str, policy: Policy, options: Options) -> Result<Limiter> {
         let runtime = runtime()?;
-        let inner = runtime.block_on(crate::Limiter::connect_lazy(url, policy, options))?;
+        let inner = runtime.block_on(crate::Limiter::connect_lazy(url, policy, options))??;
         Ok(Limiter { runtime, inner })
     }
 
@@ -55,7 +89,7 @@ impl Limiter {
     ) -> Result<Limiter> {
         let runtime = runtime()?;
         let inner =
-            runtime.block_on(crate::Limiter::connect_cluster_lazy(urls, policy, options))?;
+            runtime.block_on(crate::Limiter::connect_cluster_lazy(urls, policy, options))??;
         Ok(Limiter { runtime, inner })
     }
 
@@ -83,28 +117,62 @@ impl Limiter {
     }
 
     pub fn acquire(&self, tenant: &str) -> Result<Decision> {
-        self.runtime.block_on(self.inner.acquire(tenant))
+        self.runtime.block_on(self.inner.acquire(tenant))?
     }
 
     pub fn acquire_n(&self, tenant: &str, cost: u64) -> Result<Decision> {
-        self.runtime.block_on(self.inner.acquire_n(tenant, cost))
+        self.runtime.block_on(self.inner.acquire_n(tenant, cost))?
     }
 
     pub fn acquire_at(&self, tenant: &str, cost: u64, now_ms: u64) -> Result<Decision> {
         self.runtime
-            .block_on(self.inner.acquire_at(tenant, cost, now_ms))
+            .block_on(self.inner.acquire_at(tenant, cost, now_ms))?
     }
 
     pub fn peek(&self, tenant: &str, cost: u64) -> Result<Decision> {
-        self.runtime.block_on(self.inner.peek(tenant, cost))
+        self.runtime.block_on(self.inner.peek(tenant, cost))?
     }
 
     pub fn peek_at(&self, tenant: &str, cost: u64, now_ms: u64) -> Result<Decision> {
         self.runtime
-            .block_on(self.inner.peek_at(tenant, cost, now_ms))
+            .block_on(self.inner.peek_at(tenant, cost, now_ms))?
     }
 
     pub fn reset(&self, tenant: &str) -> Result<()> {
-        self.runtime.block_on(self.inner.reset(tenant))
+        self.runtime.block_on(self.inner.reset(tenant))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Algorithm;
+
+    fn policy() -> Policy {
+        Policy::new("rl", "geo", Algorithm::SlidingLog, 2, 1000).unwrap()
+    }
+
+    /// Inside an async runtime a call is an error, not tokio's panic, and
+    /// dropping the last clone there does not panic either.
+    #[tokio::test]
+    async fn inside_an_async_runtime_calls_are_refused_and_drops_are_quiet() {
+        let limiter = Limiter::memory(policy(), Options::default()).unwrap();
+        let err = limiter.acquire_at("t", 1, 1000).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument);
+        assert!(err.to_string().contains("inside an async runtime"), "{err}");
+        assert_eq!(
+            Limiter::connect_lazy("redis://127.0.0.1:1/", policy(), Options::default())
+                .err()
+                .map(|e| e.code()),
+            Some(ErrorCode::InvalidArgument)
+        );
+        drop(limiter.clone());
+        drop(limiter);
+    }
+
+    #[test]
+    fn outside_a_runtime_calls_run() {
+        let limiter = Limiter::memory(policy(), Options::default()).unwrap();
+        assert!(limiter.acquire_at("t", 1, 1000).unwrap().allowed);
     }
 }
