@@ -76,13 +76,22 @@ class DeferralLimitExceeded(Exception):
 
 
 def _header(task: Task, name: str) -> int:
+    """A count this module keeps on the task (0 when absent). It writes only
+    non-negative ints: anything else was put there by someone else, and
+    reading it as 0 would start max_deferrals over, so it fails the run
+    naming the header. Digits as text are read as the count."""
     request = task.request
     headers = request.headers or {}
     value = headers.get(name, getattr(request, name, None))
-    try:
-        return int(value) if value is not None else 0
-    except (TypeError, ValueError):
+    if value is None:
         return 0
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)  # a broker that hands headers over as text
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(
+            f"{name}: the task's count must be a non-negative int, got {value!r}", name
+        )
+    return value
 
 
 def _u64(field: str, value: object, least: int = 0) -> int:

@@ -291,3 +291,22 @@ def test_a_wait_past_year_9999_defers_to_the_last_eta_celery_holds(worker: Any) 
     assert worker.records().llen(f"body:{second.id}") == 0
     runs = [x.decode() for x in worker.records().lrange(f"runs:{second.id}", 0, -1)]
     assert runs == ["0:0"]
+
+
+def test_a_count_on_the_task_that_is_no_count_fails_naming_it() -> None:
+    """The middleware writes its counts as ints; a garbage one read as 0
+    would start max_deferrals over."""
+    from types import SimpleNamespace
+
+    from slidelimit.celery import DEFERRALS_HEADER, _header
+
+    def task(headers: dict[str, object]) -> Any:
+        return SimpleNamespace(request=SimpleNamespace(headers=headers))
+
+    assert _header(task({}), DEFERRALS_HEADER) == 0
+    assert _header(task({DEFERRALS_HEADER: 3}), DEFERRALS_HEADER) == 3
+    assert _header(task({DEFERRALS_HEADER: "2"}), DEFERRALS_HEADER) == 2
+    for bad in ("abc", "-5", "", -5, 1.5, True, [1]):
+        with pytest.raises(slidelimit.InvalidArgument) as info:
+            _header(task({DEFERRALS_HEADER: bad}), DEFERRALS_HEADER)
+        assert info.value.field == DEFERRALS_HEADER, bad
