@@ -114,7 +114,18 @@ function rateLimited(limiter, processor, options = {}) {
     }
     const s = data[STATE_KEY];
     if (!s || s.attempt !== job.attemptsMade) return { deferrals: 0, unavailable: 0 };
-    return { deferrals: s.deferrals || 0, unavailable: s.unavailable || 0 };
+    return { deferrals: savedCount(s, 'deferrals'), unavailable: savedCount(s, 'unavailable') };
+  }
+
+  // The wrapper saves only non-negative integers: anything else was written
+  // by someone else, and read as it is it would never reach maxDeferrals.
+  function savedCount(saved, name) {
+    const n = saved[name];
+    if (n === undefined) return 0;
+    if (!Number.isSafeInteger(n) || n < 0) {
+      throw invalid(`job.data.${STATE_KEY}.${name}`, `must be a non-negative integer, got ${JSON.stringify(n)}`);
+    }
+    return n;
   }
 
   async function delay(job, token, delayMs, state) {

@@ -361,6 +361,21 @@ test('bad options are rejected when wrapping', () => {
   rateLimited(limiter, noop, { tenant: t, maxDeferrals: Infinity, maxOutageDeferrals: Infinity, jitterMs: 0 });
 });
 
+test('a saved count that is no count fails the job naming it', async () => {
+  const limiter = Limiter.memory({ resource: 'geo', limit: 1, windowMs: 1000 });
+  const processor = rateLimited(limiter, async () => 'ran', { tenant: () => 't' });
+  for (const [saved, name] of [
+    [{ deferrals: 'abc' }, 'deferrals'],
+    [{ deferrals: -5 }, 'deferrals'],
+    [{ unavailable: 1.5 }, 'unavailable'],
+  ]) {
+    const job = { attemptsMade: 0, data: { slidelimit: { attempt: 0, ...saved } } };
+    await assert.rejects(processor(job, 'token'), { code: 'invalid_argument', field: `job.data.slidelimit.${name}` });
+  }
+  const job = { attemptsMade: 0, data: { slidelimit: { attempt: 0, deferrals: 2, unavailable: 0 } } };
+  assert.equal(await processor(job, 'token'), 'ran');
+});
+
 test('the geocoding example runs: 5 lookups at once, the other 3 after the window', () => {
   const { execFileSync } = require('node:child_process');
   const path = require('node:path');
