@@ -92,6 +92,21 @@ class TestApi < Minitest::Test
     assert_raises(FrozenError) { denied.instance_variable_set(:@allowed, true) }
   end
 
+  # A Decision built by hand (tests, fakes) is checked by name: allowed? must
+  # answer true or false, and #retry_after must not meet a String.
+  def test_decision_new_checks_its_fields
+    good = { allowed: false, remaining: 0, retry_after_ms: 5, reset_after_ms: 5, now_ms: 1 }
+    assert_equal 5, Slidelimit::Decision.new(**good).retry_after_ms
+    assert_equal 2, Slidelimit::Decision.new(**good, denied_by: 2).denied_by
+    [[:allowed, 1], [:allowed, "false"], [:allowed, nil], [:remaining, -1], [:retry_after_ms, nil],
+     [:retry_after_ms, "5"], [:reset_after_ms, 1.5], [:now_ms, 2**64], [:denied_by, -1]].each do |field, value|
+      e = assert_raises(Slidelimit::InvalidArgument, "#{field}: #{value.inspect}") do
+        Slidelimit::Decision.new(**good, field => value)
+      end
+      assert_equal field.to_s, e.field
+    end
+  end
+
   def test_peek_records_nothing_and_reset_forgets
     l = Slidelimit::Limiter.memory(policy(limit: 2))
     t = tenant

@@ -18,8 +18,14 @@ module Slidelimit
 
     attr_reader :remaining, :retry_after_ms, :reset_after_ms, :now_ms, :denied_by
 
+    # For tests and fakes; checked by name (the limiters' decisions come
+    # from core through from_native and from_words, which skip this).
     def initialize(allowed:, remaining:, retry_after_ms:, reset_after_ms:, now_ms:, denied_by: nil)
-      fill(allowed, remaining, retry_after_ms, reset_after_ms, now_ms, denied_by)
+      raise Slidelimit.invalid("allowed", "must be true or false, got #{allowed.inspect}") unless [true, false].include?(allowed)
+
+      fill(allowed, Core.uint64("remaining", remaining), Core.uint64("retry_after_ms", retry_after_ms),
+           Core.uint64("reset_after_ms", reset_after_ms), Core.uint64("now_ms", now_ms),
+           denied_by.nil? ? nil : Core.uint64("denied_by", denied_by))
     end
 
     def allowed?
