@@ -125,6 +125,63 @@ impl Decision {
         Ok(d)
     }
 
+    /// A decision built by hand (the bindings' constructors, for tests and
+    /// fakes), by the rules every reply obeys: each breach is
+    /// `invalid_argument` naming its field, not a `malformed_reply` about a
+    /// script that never ran. `denied_by` is the index of a limit (from 0).
+    pub fn checked(
+        allowed: bool,
+        remaining: u64,
+        retry_after_ms: u64,
+        reset_after_ms: u64,
+        now_ms: u64,
+        denied_by: Option<u64>,
+    ) -> Result<Decision> {
+        for (field, value) in [
+            ("remaining", remaining),
+            ("retry_after_ms", retry_after_ms),
+            ("reset_after_ms", reset_after_ms),
+            ("now_ms", now_ms),
+        ] {
+            if value > MAX_EXACT {
+                return Err(Error::invalid(
+                    field,
+                    format!("must be at most 2^53, got {value}"),
+                ));
+            }
+        }
+        if allowed && retry_after_ms != 0 {
+            return Err(Error::invalid("retry_after_ms", "must be 0 when allowed"));
+        }
+        if !allowed && retry_after_ms == 0 {
+            return Err(Error::invalid(
+                "retry_after_ms",
+                "must be above 0 when denied",
+            ));
+        }
+        let denied_by = match denied_by {
+            None => None,
+            Some(_) if allowed => {
+                return Err(Error::invalid("denied_by", "must be None when allowed"));
+            }
+            Some(i) if i < MAX_LIMITS as u64 => Some(i as u32),
+            Some(i) => {
+                return Err(Error::invalid(
+                    "denied_by",
+                    format!("must be below {MAX_LIMITS} (the most limits a policy holds), got {i}"),
+                ))
+            }
+        };
+        Ok(Decision {
+            allowed,
+            remaining,
+            retry_after_ms,
+            reset_after_ms,
+            now_ms,
+            denied_by,
+        })
+    }
+
     /// Parses a script reply whose integers arrive as doubles (JavaScript
     /// numbers, through the napi addon or the wasm build; an element that was
     /// no number at all arrives as NaN). An element that is not an exact
@@ -290,5 +347,34 @@ mod tests {
         // Elements are checked before the length, as a carrier hands them over.
         let e = Decision::from_f64_reply(&[f64::NAN], 1).unwrap_err();
         assert!(e.message().contains("element 0"), "{e}");
+    }
+
+    #[test]
+    fn a_decision_built_by_hand_names_the_field_it_breaks() {
+        let d = Decision::checked(false, 0, 500, 500, 1000, Some(1)).unwrap();
+        assert_eq!((d.retry_after_ms, d.denied_by), (500, Some(1)));
+        assert!(
+            Decision::checked(true, 2, 0, 1000, 1000, None)
+                .unwrap()
+                .allowed
+        );
+        for (built, field) in [
+            (
+                Decision::checked(true, 1, 500, 0, 0, None),
+                "retry_after_ms",
+            ),
+            (Decision::checked(false, 0, 0, 5, 0, None), "retry_after_ms"),
+            (Decision::checked(true, 0, 0, 5, 0, Some(2)), "denied_by"),
+            (Decision::checked(false, 0, 1, 5, 0, Some(8)), "denied_by"),
+            (
+                Decision::checked(false, MAX_EXACT + 1, 1, 5, 0, None),
+                "remaining",
+            ),
+            (Decision::checked(false, 0, 1, 5, u64::MAX, None), "now_ms"),
+        ] {
+            let err = built.unwrap_err();
+            assert_eq!(err.code(), ErrorCode::InvalidArgument);
+            assert_eq!(err.field(), Some(field), "{err}");
+        }
     }
 }

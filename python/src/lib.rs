@@ -651,42 +651,25 @@ impl Decision {
         now_ms: &Bound<'_, PyAny>,
         denied_by: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        // For tests and fakes: the same consistency rules as a reply.
-        let reply = (|| -> Converted<_> {
+        // For tests and fakes: core's rules for a decision built by hand,
+        // each breach named (a reply's rules, without the script).
+        let built = (|| -> Converted<_> {
             let allowed = allowed.cast::<PyBool>().map_err(|_| {
                 wrong_type(
                     "allowed",
                     format!("must be a bool, got {}", type_name(allowed)),
                 )
             })?;
-            let as_i64 = |field, obj| {
-                int_arg(field, obj).and_then(|n| {
-                    i64::try_from(n).map_err(|_| {
-                        Refusal::from(core::Error::invalid(field, "must be below 2^63"))
-                    })
-                })
-            };
-            let mut reply = vec![
-                i64::from(allowed.is_true()),
-                as_i64("remaining", remaining)?,
-                as_i64("retry_after_ms", retry_after_ms)?,
-                as_i64("reset_after_ms", reset_after_ms)?,
-                as_i64("now_ms", now_ms)?,
-            ];
-            // A reply of several limits carries the denying limit 1-based;
-            // with one, a decision of a policy of as many limits as any.
-            let mut limits = 1;
-            if let Some(position) = opt_int_arg("denied_by", denied_by)? {
-                limits = core::MAX_LIMITS;
-                let position = i64::try_from(position)
-                    .ok()
-                    .and_then(|p| p.checked_add(1))
-                    .ok_or_else(|| core::Error::invalid("denied_by", "must be below 2^63 - 1"))?;
-                reply.push(position);
-            }
-            Ok(core::Decision::from_reply(&reply, limits)?)
+            Ok(core::Decision::checked(
+                allowed.is_true(),
+                int_arg("remaining", remaining)?,
+                int_arg("retry_after_ms", retry_after_ms)?,
+                int_arg("reset_after_ms", reset_after_ms)?,
+                int_arg("now_ms", now_ms)?,
+                opt_int_arg("denied_by", denied_by)?,
+            )?)
         })();
-        reply.py_err(py).map(Decision)
+        built.py_err(py).map(Decision)
     }
 
     #[getter]

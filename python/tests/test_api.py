@@ -268,9 +268,21 @@ def test_decision_is_frozen_with_timedeltas() -> None:
         dataclasses.replace(denied, allowed=True)  # type: ignore[type-var]
     assert pickle.loads(pickle.dumps(denied)) == denied
     assert hash(denied) == hash(Decision(False, 0, 750, denied.reset_after_ms, 50_250))
-    # A Decision made by hand obeys the rules of a reply.
-    with pytest.raises(slidelimit.MalformedReply):
-        Decision(False, 0, 0, 0, 0)
+    # A Decision made by hand obeys the rules of a reply, each breach named
+    # (it is no malformed reply: no script ran).
+    for fields, field in (
+        ((False, 0, 0, 0, 0), "retry_after_ms"),
+        ((True, 1, 500, 0, 0), "retry_after_ms"),
+        ((True, 0, 0, 5, 0, 2), "denied_by"),
+        ((False, 0, 1, 5, 0, 8), "denied_by"),
+        ((False, 2**53 + 1, 1, 5, 0), "remaining"),
+        ((False, 0, 1, 5, -1), "now_ms"),
+    ):
+        with pytest.raises(InvalidArgument) as info:
+            Decision(*fields)  # type: ignore[arg-type]
+        assert info.value.field == field, fields
+        assert not isinstance(info.value, slidelimit.MalformedReply)
+    assert Decision(False, 0, 1, 5, 0, 7).denied_by == 7
 
 
 def test_memory_clock_is_the_server_time() -> None:
