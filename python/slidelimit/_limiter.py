@@ -45,7 +45,7 @@ from redis.retry import Retry
 
 from . import _core
 from ._core import Decision, DenyCache, MemoryEngine, Policy, check_timeout_ms
-from ._errors import InvalidType, Unavailable
+from ._errors import InvalidArgument, InvalidType, Unavailable
 
 if TYPE_CHECKING:
     from .metrics import Metrics
@@ -255,11 +255,9 @@ def _require_client(client: object, asynchronous: bool) -> None:
     raise InvalidType(f"client: must be {wanted}, got {type(client).__name__}{other}", "client")
 
 
-def _check_url(field: str, url: object, schemes: tuple[str, ...]) -> str:
-    """`url`'s scheme, once the URL is a str with a scheme redis-py serves
-    and a readable port."""
-    from ._errors import InvalidArgument
-
+def _check_url(field: str, url: object, schemes: tuple[str, ...]) -> urllib.parse.SplitResult:
+    """`url`, split, once it is a str with a scheme redis-py serves and a
+    readable port."""
     if not isinstance(url, str):
         raise InvalidType(f"{field}: must be a str, got {type(url).__name__}", field)
     parts = urllib.parse.urlsplit(url)
@@ -272,12 +270,10 @@ def _check_url(field: str, url: object, schemes: tuple[str, ...]) -> str:
         _ = parts.port  # urllib reads the port only when asked
     except ValueError as e:
         raise InvalidArgument(f"{field}: {url!r}: {e}", field) from e
-    return parts.scheme
+    return parts
 
 
 def _check_tls_ca_file(tls_ca_file: object, scheme: str) -> None:
-    from ._errors import InvalidArgument
-
     if tls_ca_file is None:
         return
     if not isinstance(tls_ca_file, str):
@@ -448,16 +444,11 @@ def _cluster_nodes(
     urls: Sequence[str], node_class: Any, tls_ca_file: object
 ) -> tuple[list[Any], dict[str, Any]]:
     """Seed nodes from `urls`, and the first URL's credentials and scheme."""
-    from ._errors import InvalidArgument
-
     if isinstance(urls, str) or not urls or not all(isinstance(u, str) for u in urls):
         raise InvalidArgument("urls: at least one Cluster node URL (a str) is needed", "urls")
-    nodes = []
-    for url in urls:
-        _check_url("urls", url, _CLUSTER_SCHEMES)
-        parts = urllib.parse.urlsplit(url)
-        nodes.append(node_class(parts.hostname or "localhost", parts.port or 6379))
-    first = urllib.parse.urlsplit(urls[0])
+    split = [_check_url("urls", url, _CLUSTER_SCHEMES) for url in urls]
+    nodes = [node_class(parts.hostname or "localhost", parts.port or 6379) for parts in split]
+    first = split[0]
     _check_tls_ca_file(tls_ca_file, first.scheme)
     options: dict[str, Any] = {}
     if first.username:
@@ -517,7 +508,7 @@ class Limiter:
         user and password allowed), every call bounded by `timeout_ms`; a
         call past the pool's 100 connections in flight first waits up to
         `timeout_ms` for a free one (docs/python.md, "Many threads")."""
-        _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES))
+        _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES).scheme)
         options = _client_options(timeout_ms, tls_ca_file)
         pool = redis.BlockingConnectionPool.from_url(url, **_pool_options(timeout_ms), **options)
         client = redis.Redis(connection_pool=pool)
@@ -825,7 +816,7 @@ class AsyncLimiter:
         metrics: Metrics | None = None,
         deny_cache: DenyCacheOption = True,
     ) -> AsyncLimiter:
-        _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES))
+        _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES).scheme)
         options = _async_client_options(timeout_ms, tls_ca_file)
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             url, **_pool_options(timeout_ms), **options
