@@ -47,8 +47,9 @@ pub use metrics::{
 };
 pub use number::u64_from_f64;
 pub use policy::{
-    check_now_ms, limit_field, Algorithm, Limit, Policy, DEFAULT_ALGORITHM, DEFAULT_BUCKETS,
-    DEFAULT_NAMESPACE, MAX_BUCKETS, MAX_LIMIT_TIMES_WINDOW, MAX_LOG_LIMIT, MAX_NOW_MS,
+    check_cost_without_policy, check_now_ms, limit_field, Algorithm, Limit, Policy,
+    DEFAULT_ALGORITHM, DEFAULT_BUCKETS, DEFAULT_NAMESPACE, MAX_BUCKETS, MAX_LIMIT_TIMES_WINDOW,
+    MAX_LOG_LIMIT, MAX_NOW_MS,
 };
 pub use script::{Mode, Script, ScriptCall, ScriptKind};
 pub use server_error::{

@@ -465,11 +465,19 @@ pub(crate) fn check_buckets(window_ms: u64, buckets: u64, defaulted: bool) -> Re
     Ok(())
 }
 
-/// 1 <= cost <= limit.
-pub(crate) fn check_cost(limit: u64, cost: u64) -> Result<()> {
+/// The part of the cost rule that needs no policy: at least 1. For a cost
+/// given before any limiter exists (a Celery task decorated, a Sidekiq
+/// worker configured); `Policy::check_cost` adds the bound by the limit.
+pub fn check_cost_without_policy(cost: u64) -> Result<()> {
     if cost < 1 {
         return Err(Error::invalid("cost", "must be at least 1"));
     }
+    Ok(())
+}
+
+/// 1 <= cost <= limit.
+pub(crate) fn check_cost(limit: u64, cost: u64) -> Result<()> {
+    check_cost_without_policy(cost)?;
     if cost > limit {
         return Err(Error::invalid(
             "cost",
@@ -588,6 +596,15 @@ mod tests {
     #[test]
     fn cost_must_fit_the_limit() {
         let p = Policy::new("rl", "geo", Algorithm::SlidingCounter, 3, 1000).unwrap();
+        // The policy's rule is the policy-free one plus the bound by the limit.
+        let e = check_cost_without_policy(0).unwrap_err();
+        assert_eq!(
+            (e.field(), e.message()),
+            (Some("cost"), "cost: must be at least 1")
+        );
+        assert_eq!(p.check_cost(0).unwrap_err(), e);
+        assert!(check_cost_without_policy(1).is_ok());
+        assert!(check_cost_without_policy(u64::MAX).is_ok());
         assert!(p.check_cost(1).is_ok());
         assert!(p.check_cost(3).is_ok());
         assert_eq!(p.check_cost(0).unwrap_err().field(), Some("cost"));

@@ -357,6 +357,23 @@ pub unsafe extern "C" fn slidelimit_check_timeout_ms(
     })
 }
 
+/// Checks a cost given before any policy is at hand (a job integration's
+/// setting) by core's rule: at least 1. 0 is `invalid_argument` naming `cost`;
+/// the bound by a limit is checked with the policy, at each check.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_check_cost(
+    cost: u64,
+    msg: *mut u8,
+    msg_cap: usize,
+    msg_len: *mut usize,
+    field: *mut slidelimit_field,
+) -> slidelimit_result {
+    boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
+        slidelimit_core::check_cost_without_policy(cost)?;
+        Ok(())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -577,6 +594,25 @@ mod tests {
         let r =
             unsafe { slidelimit_check_timeout_ms(1 << 31, null_mut(), 0, null_mut(), null_mut()) };
         assert_eq!(r, slidelimit_result::InvalidArgument);
+    }
+
+    #[test]
+    fn cost_zero_is_invalid_naming_the_field() {
+        let mut buf = [0u8; 128];
+        let mut len = 0usize;
+        let mut field = slidelimit_field::NONE;
+        let r =
+            unsafe { slidelimit_check_cost(0, buf.as_mut_ptr(), buf.len(), &mut len, &mut field) };
+        assert_eq!(r, slidelimit_result::InvalidArgument);
+        assert_eq!(field.name(), Some("cost"));
+        assert_eq!(
+            std::str::from_utf8(&buf[..len]).unwrap(),
+            "cost: must be at least 1"
+        );
+        for cost in [1, u64::MAX] {
+            let r = unsafe { slidelimit_check_cost(cost, null_mut(), 0, null_mut(), null_mut()) };
+            assert_eq!(r, slidelimit_result::Ok);
+        }
     }
 }
 

@@ -866,6 +866,18 @@ static void test_timeout(void) {
   CHECK(slidelimit_check_timeout_ms(2147483648u, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
 }
 
+static void test_cost(void) {
+  uint8_t msg[128];
+  size_t msg_len = 0;
+  slidelimit_field field = STALE;
+  CHECK(slidelimit_check_cost(0, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "cost: must be at least 1"));
+  CHECK(field_is(field, "cost"));
+  CHECK(msg[msg_len] == 0);
+  CHECK(slidelimit_check_cost(1, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_check_cost(UINT64_MAX, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+}
+
 static void test_metrics(void) {
   const uint8_t *p = NULL;
   size_t n = 0;
@@ -1058,6 +1070,7 @@ int main(void) {
   test_server_error_map();
   test_memory(p);
   test_timeout();
+  test_cost();
   test_metrics();
   test_bucketed();
   test_deny_cache_capacity();

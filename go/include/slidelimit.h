@@ -427,6 +427,13 @@ slidelimit_result slidelimit_key_slot(const uint8_t *key, size_t key_len, uint16
 slidelimit_result slidelimit_check_timeout_ms(uint64_t timeout_ms, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
+ * Checks a cost given before any policy is at hand (a job integration's
+ * setting) by core's rule: at least 1. 0 is `invalid_argument` naming `cost`;
+ * the bound by a limit is checked with the policy, at each check.
+ */
+slidelimit_result slidelimit_check_cost(uint64_t cost, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+
+/**
  * The Lua text of one script (`slidelimit_algorithm`, `slidelimit_mode`), for
  * EVAL or SCRIPT LOAD. Static memory, not NUL-terminated: never free it.
  */

@@ -40,7 +40,7 @@ from celery import Task
 from celery.exceptions import Ignore
 from celery.utils.time import maybe_iso8601
 
-from ._core import Decision
+from ._core import Decision, _check_cost
 from ._errors import InvalidArgument, InvalidType, Unavailable
 from ._limiter import Limiter
 
@@ -94,12 +94,12 @@ def _header(task: Task, name: str) -> int:
     return value
 
 
-def _u64(field: str, value: object, least: int = 0) -> int:
-    """An int from `least` to 2^64 - 1 (every count and time here is core's u64)."""
+def _u64(field: str, value: object) -> int:
+    """An int from 0 to 2^64 - 1 (every count and time here is core's u64)."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidType(f"{field}: must be an int, got {value!r}", field)
-    if value < least:
-        raise InvalidArgument(f"{field}: must be at least {least}, got {value!r}", field)
+    if value < 0:
+        raise InvalidArgument(f"{field}: must not be negative, got {value!r}", field)
     if value > 2**64 - 1:
         raise InvalidArgument(f"{field}: must be at most 2^64 - 1, got {value!r}", field)
     return value
@@ -127,8 +127,8 @@ def rate_limited(
             f" got {type(limiter).__name__}",
             "limiter",
         )
-    # The cost's bound by the policy's limit is the limiter's to check.
-    _u64("cost", cost, least=1)
+    # Core's rule; the bound by the policy's limit is the limiter's, at run time.
+    _check_cost(cost)
     _u64("max_deferrals", max_deferrals)
     _u64("jitter_ms", jitter_ms)
     if on_unavailable not in ON_UNAVAILABLE:

@@ -871,6 +871,16 @@ fn check_timeout_ms(py: Python<'_>, timeout_ms: &Bound<'_, PyAny>) -> PyResult<u
     core::check_timeout_ms(ms).py_err(py)
 }
 
+/// Core's rule for a cost given before any policy is at hand (Celery's
+/// `rate_limited`): an int of at least 1; returns it unchanged. Its bound by
+/// the limit is the policy's, at each check.
+#[pyfunction]
+fn _check_cost(py: Python<'_>, cost: &Bound<'_, PyAny>) -> PyResult<u64> {
+    let cost = int_arg("cost", cost).py_err(py)?;
+    core::check_cost_without_policy(cost).py_err(py)?;
+    Ok(cost)
+}
+
 /// What a denied decision's retry_after_ms adds to the wait histogram.
 #[pyfunction]
 fn wait_seconds(retry_after_ms: u64) -> f64 {
@@ -949,6 +959,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_command_error, m)?)?;
     m.add_function(wrap_pyfunction!(_resend_pause_ms, m)?)?;
     m.add_function(wrap_pyfunction!(check_timeout_ms, m)?)?;
+    m.add_function(wrap_pyfunction!(_check_cost, m)?)?;
     m.add_function(wrap_pyfunction!(wait_seconds, m)?)?;
     m.add_function(wrap_pyfunction!(_register, m)?)?;
     Ok(())
