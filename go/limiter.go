@@ -573,6 +573,9 @@ func (l *Limiter) PeekAt(ctx context.Context, tenant string, cost, nowMs uint64)
 // Reset forgets everything recorded for tenant (every limit's key, and the
 // tenant's entry in this Limiter's deny cache); true if anything was.
 func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
+	if err := checkContext(ctx); err != nil {
+		return false, err
+	}
 	if l.memory != nil {
 		return l.memory.reset(l.handle, tenant)
 	}
@@ -599,6 +602,9 @@ func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 }
 
 func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {
+	if err := checkContext(ctx); err != nil {
+		return Decision{}, err
+	}
 	var d Decision
 	var err error
 	if l.memory != nil {
@@ -793,23 +799,82 @@ func (l *Limiter) serverError(err error, key string, afterRetry bool) (retry boo
 	return l.handle.mapServerError(err.Error(), key, afterRetry, err)
 }
 
+// checkContext refuses a nil context, and one the caller has already ended
+// (canceled, or past its deadline): then nothing is sent or recorded, on
+// Redis and in memory alike.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return invalidArgument("ctx", "must not be nil; pass context.Background() for no deadline")
+	}
+	if err := ctx.Err(); err != nil {
+		return callerEnded(err)
+	}
+	return nil
+}
+
+// callerEnded is the error of a call the caller's own context ended (its
+// cancel, or its deadline before the Limiter's timeout): ErrUnavailable, never
+// a decision, with ctx.Err() as the cause.
+func callerEnded(ctxErr error) *Error {
+	message := "the caller's context was canceled before Redis answered"
+	if errors.Is(ctxErr, context.DeadlineExceeded) {
+		message = "the caller's context deadline passed before Redis answered"
+	}
+	return &Error{Code: ErrUnavailable, Message: message, Err: ctxErr}
+}
+
 // bounded runs one Redis exchange within the timeout. When the client would
 // ignore the context deadline, the Limiter stops waiting on its own.
-func (l *Limiter) bounded(ctx context.Context, exchange func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.timeout)
+func (l *Limiter) bounded(caller context.Context, exchange func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(caller, l.cfg.timeout)
 	defer cancel()
+	var err error
 	if l.clientHonoursCtx {
-		return exchange(ctx)
+		err = exchange(ctx)
+	} else {
+		done := make(chan error, 1)
+		go func() { done <- exchange(ctx) }()
+		select {
+		case err = <-done:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	}
-	done := make(chan error, 1)
-	go func() { done <- exchange(ctx) }()
-	select {
-	case err := <-done:
+	// Not "Redis did not answer within the timeout" when the caller's own
+	// deadline or cancel came first; a reply Redis gave stays what it was.
+	var reply *Error
+	if err == nil || errors.As(err, &reply) {
 		return err
-	case <-ctx.Done():
-		return ctx.Err()
 	}
+	if ended := callerErr(caller); ended != nil {
+		e := callerEnded(ended)
+		if !errors.Is(err, ended) {
+			e.Err = endedBy{ctxErr: ended, err: err}
+		}
+		return e
+	}
+	return err
 }
+
+// callerErr is ctx.Err(), or DeadlineExceeded already when the deadline has
+// passed: a client that sets its socket deadline from the context may time
+// out a moment before the context's own timer ends it.
+func callerErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if deadline, ok := ctx.Deadline(); ok && !time.Now().Before(deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// endedBy is the client's error (a socket timeout, say) of a call the
+// caller's context ended: errors.Is finds both.
+type endedBy struct{ ctxErr, err error }
+
+func (e endedBy) Error() string   { return e.err.Error() }
+func (e endedBy) Unwrap() []error { return []error{e.ctxErr, e.err} }
 
 // redisError maps what go-redis returned to a slidelimit error: error
 // replies arrive mapped by core (serverError); everything else (network,
@@ -826,10 +891,8 @@ func (l *Limiter) redisError(err error) *Error {
 	// handshake call for different fixes.
 	message := "the connection to Redis failed"
 	var netErr net.Error
-	switch {
-	case errors.Is(err, context.Canceled):
-		message = "the caller's context was canceled before Redis answered"
-	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
+	// The caller's own cancel or deadline arrives as callerEnded's *Error.
+	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout() {
 		message = fmt.Sprintf("Redis did not answer within the timeout (%v)", l.cfg.timeout)
 	}
 	return &Error{Code: ErrUnavailable, Message: message, Err: err}

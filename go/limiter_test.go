@@ -373,8 +373,9 @@ func TestUnreachableRedisIsUnavailable(t *testing.T) {
 	wantCode(t, err, slidelimit.ErrUnavailable, "")
 }
 
-// A Redis that stops answering is unavailable after the timeout, whether or
-// not the client honours context deadlines itself.
+// A Redis that stops answering is unavailable after the timeout (or the
+// caller's shorter deadline), whether or not the client honours context
+// deadlines itself.
 func TestSlowRedisTimesOut(t *testing.T) {
 	addr := testredis.Start(t)
 	admin := redis.NewClient(&redis.Options{Addr: addr})
@@ -404,6 +405,15 @@ func TestSlowRedisTimesOut(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) && !(errors.As(err, &netErr) && netErr.Timeout()) {
 				t.Fatalf("the cause should be the deadline: %v", err)
 			}
+			// A caller's deadline before the Limiter's timeout is named as
+			// the caller's, not as Redis missing the timeout.
+			short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			_, err = l.Acquire(short, "t")
+			wantCode(t, err, slidelimit.ErrUnavailable, "the caller's context deadline passed before Redis answered")
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("the cause should be the caller's deadline: %v", err)
+			}
 		})
 	}
 }
@@ -417,6 +427,53 @@ func TestCanceledContextIsUnavailable(t *testing.T) {
 	wantCode(t, err, slidelimit.ErrUnavailable, "")
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("%v", err)
+	}
+}
+
+// A context the caller has ended stops a check before anything is sent or
+// recorded, in memory as on Redis; a nil one is refused, never a panic.
+func TestEndedOrNilContext(t *testing.T) {
+	p := testPolicy(t, slidelimit.SlidingLog, 3, 1000)
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	expired, cancelExpired := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancelExpired()
+	limiters := map[string]*slidelimit.Limiter{
+		"redis":  newRedisLimiter(t, testredis.Client(t, nil), p),
+		"memory": newMemoryLimiter(t, p),
+	}
+	for name, l := range limiters {
+		t.Run(name, func(t *testing.T) {
+			for _, c := range []struct {
+				ctx     context.Context
+				cause   error
+				message string
+			}{
+				{canceled, context.Canceled, "the caller's context was canceled"},
+				{expired, context.DeadlineExceeded, "the caller's context deadline passed"},
+			} {
+				_, err := l.Acquire(c.ctx, "ended")
+				wantCode(t, err, slidelimit.ErrUnavailable, c.message)
+				if !errors.Is(err, c.cause) {
+					t.Fatalf("the cause should be %v: %v", c.cause, err)
+				}
+				_, err = l.Reset(c.ctx, "ended")
+				wantCode(t, err, slidelimit.ErrUnavailable, c.message)
+			}
+			// Nothing was recorded.
+			d, err := l.Peek(ctx, "ended", 3)
+			if err != nil || !d.Allowed {
+				t.Fatalf("after ended contexts: %+v, %v", d, err)
+			}
+			// A nil context is the bad input under test.
+			_, err = l.Acquire(nil, "ended")
+			wantCode(t, err, slidelimit.ErrInvalidArgument, "ctx: must not be nil")
+			if field := err.(*slidelimit.Error).Field(); field != "ctx" {
+				t.Fatalf("field %q", field)
+			}
+			_, err = l.Reset(nil, "ended")
+			wantCode(t, err, slidelimit.ErrInvalidArgument, "ctx: must not be nil")
+		})
 	}
 }
 
