@@ -257,19 +257,18 @@ def _require_client(client: object, asynchronous: bool) -> None:
 
 def _check_url(field: str, url: object, schemes: tuple[str, ...]) -> urllib.parse.SplitResult:
     """`url`, split, once it is a str with a scheme redis-py serves and a
-    readable port."""
+    readable port. The messages never quote the URL: it may hold a password."""
     if not isinstance(url, str):
         raise InvalidType(f"{field}: must be a str, got {type(url).__name__}", field)
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in schemes:
-        raise InvalidArgument(
-            f"{field}: {url!r}: the scheme must be one of {', '.join(s + '://' for s in schemes)}",
-            field,
-        )
+        wanted = ", ".join(s + "://" for s in schemes)
+        got = f"{parts.scheme}://" if parts.scheme else "none"
+        raise InvalidArgument(f"{field}: the scheme must be one of {wanted}, got {got}", field)
     try:
         _ = parts.port  # urllib reads the port only when asked
     except ValueError as e:
-        raise InvalidArgument(f"{field}: {url!r}: {e}", field) from e
+        raise InvalidArgument(f"{field}: {e}", field) from e
     return parts
 
 

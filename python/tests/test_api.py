@@ -412,6 +412,15 @@ def test_urls_and_tls_are_checked_before_any_connection() -> None:
                 make(policy=policy(), **options)  # type: ignore[arg-type]
             assert info.value.field == field, options
             assert isinstance(info.value, TypeError) is wrong_type, options
+    # A URL may hold a password: the message says what is wrong without it.
+    for url in ("http://:hunter2@127.0.0.1:6379", "redis://:hunter2@127.0.0.1:abc/0"):
+        with pytest.raises(InvalidArgument) as info:
+            Limiter.from_url(url, policy())
+        assert info.value.field == "url"
+        assert "hunter2" not in str(info.value), info.value
+        with pytest.raises(InvalidArgument) as info:
+            Limiter.from_cluster([url], policy())
+        assert "hunter2" not in str(info.value), info.value
     for urls, options, field in (
         (["http://127.0.0.1:1"], {}, "urls"),
         (["redis://127.0.0.1:1"], {"tls_ca_file": "/ca.pem"}, "tls_ca_file"),

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require "uri"
 require "slidelimit/version"
 require "slidelimit/native"
 require "slidelimit/errors"
@@ -54,13 +55,42 @@ module Slidelimit
     options = { connect_timeout: seconds, read_timeout: seconds, write_timeout: seconds,
                 reconnect_attempts: 0 }.merge(options)
     if cluster
+      raise Slidelimit.invalid("url", "cannot be given with cluster (give every URL as a seed)") unless url.nil?
       unless cluster.is_a?(Array) && !cluster.empty?
         raise Slidelimit.invalid("cluster", "must be a non-empty Array of seed URLs")
       end
 
+      # redis-rb also takes a seed as a Hash of host and port.
+      cluster.each_with_index do |seed, i|
+        check_url("cluster", seed, CLUSTER_SCHEMES, "seed #{i}: ") unless seed.is_a?(Hash)
+      end
       ::Redis.new(cluster: cluster, **options)
     else
+      check_url("url", url, URL_SCHEMES) unless url.nil? # nil: redis-rb's default (REDIS_URL, else localhost)
       ::Redis.new(url: url, **options)
     end
   end
+
+  URL_SCHEMES = %w[redis rediss unix].freeze
+  CLUSTER_SCHEMES = %w[redis rediss].freeze
+  private_constant :URL_SCHEMES, :CLUSTER_SCHEMES
+
+  # Refuses, naming field, what redis-rb would fail on with its own error (or
+  # take for another kind of address). The messages never quote the URL: it
+  # may hold a password.
+  def self.check_url(field, url, schemes, where = "")
+    raise Slidelimit.invalid(field, "#{where}must be a String URL, got #{url.class}") unless url.is_a?(String)
+
+    begin
+      parsed = URI.parse(url)
+    rescue URI::InvalidURIError
+      raise Slidelimit.invalid(field, "#{where}is not a URL (check the host and port)"), cause: nil
+    end
+    return if schemes.include?(parsed.scheme)
+
+    got = parsed.scheme ? "#{parsed.scheme}://" : "none"
+    wanted = schemes.map { |s| "#{s}://" }.join(", ")
+    raise Slidelimit.invalid(field, "#{where}the scheme must be one of #{wanted}, got #{got}")
+  end
+  private_class_method :check_url
 end

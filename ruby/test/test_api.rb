@@ -259,6 +259,30 @@ class TestApi < Minitest::Test
     end
   end
 
+  # redis-rb's own errors for these (ArgumentError, URI::InvalidURIError)
+  # name no field, and quote the URL with any password in it.
+  def test_redis_urls_are_checked_by_name
+    {
+      { url: 5 } => "url",
+      { url: "http://:hunter2@127.0.0.1:6379" } => "url",
+      { url: "redis://:hunter2@127.0.0.1:abc/0" } => "url",
+      { url: "nonsense" } => "url",
+      { cluster: [nil] } => "cluster",
+      { cluster: ["redis://127.0.0.1:1", "unix:///tmp/redis.sock"] } => "cluster",
+      { url: "redis://127.0.0.1:1", cluster: ["redis://127.0.0.1:2"] } => "url",
+    }.each do |options, field|
+      e = assert_raises(Slidelimit::InvalidArgument, options.inspect) { Slidelimit.redis(**options) }
+      assert_equal field, e.field, options.inspect
+      assert e.message.start_with?("#{field}: "), e.message
+      refute_includes e.message, "hunter2"
+      assert_nil e.cause, options.inspect
+    end
+    # Every scheme redis-rb serves still passes (no connection is made yet).
+    %w[redis://127.0.0.1:1/0 rediss://127.0.0.1:1 unix:///tmp/redis.sock].each do |url|
+      assert_kind_of ::Redis, Slidelimit.redis(url: url)
+    end
+  end
+
   def test_key_slot
     l = Slidelimit::Limiter.memory(Slidelimit::Policy.new(resource: "geocode", limit: 1, window_ms: 60_000))
     assert_equal "rl:{geocode:tenant-17}:log:60000", l.key("tenant-17")
