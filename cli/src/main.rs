@@ -189,6 +189,12 @@ impl Target {
         if self.cluster {
             let urls: Vec<&str> = self.redis.split(',').map(str::trim).collect();
             blocking::Limiter::connect_cluster(&urls, policy, options)
+        } else if self.redis.contains(',') {
+            // Else redis-rs reads the rest of the list as the database number.
+            Err(Error::invalid(
+                "redis",
+                "holds several URLs; give --cluster for a Cluster's seed URLs",
+            ))
         } else {
             blocking::Limiter::connect(&self.redis, policy, options)
         }

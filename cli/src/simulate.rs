@@ -52,7 +52,7 @@ pub struct SimulateArgs {
     workers: u32,
     #[arg(long, value_enum, default_value_t = Pattern::Burst)]
     pattern: Pattern,
-    /// Simulated start: HH:MM:SS (UTC, on 2026-01-01) or Unix milliseconds.
+    /// Simulated start: HH:MM[:SS] (UTC, on 2026-01-01) or Unix milliseconds.
     #[arg(long, default_value = "12:00:00")]
     start: String,
     /// Requests per second of the steady part.
@@ -362,7 +362,7 @@ fn parse_start(s: &str) -> Result<u64> {
         }
         _ => Err(invalid(
             "start",
-            format!("expected HH:MM:SS or Unix milliseconds, got {s:?}"),
+            format!("expected HH:MM[:SS] or Unix milliseconds, got {s:?}"),
         )),
     }
 }

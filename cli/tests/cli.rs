@@ -614,6 +614,29 @@ fn arguments_are_checked_before_redis_and_json_errors_are_json() {
         );
     }
 
+    // Several URLs are seeds of a Cluster: without --cluster they are refused
+    // by name, not read as one URL whose database number is the rest.
+    let two = format!("{nobody},{nobody}");
+    let out = slidelimit(&[
+        "acquire",
+        "--redis",
+        &two,
+        "--resource",
+        "geo",
+        "--tenant",
+        "t",
+        "--limit",
+        "5",
+        "--window-ms",
+        "1000",
+    ]);
+    assert_eq!(out.status.code(), Some(11), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("error: invalid_argument: redis: holds several URLs"),
+        "{}",
+        stderr(&out)
+    );
+
     // Only a good call reaches for Redis, and is unavailable.
     let out = run("acquire", "t", &["--limit", "5", "--json"]);
     assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));

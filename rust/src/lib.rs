@@ -168,14 +168,16 @@ async fn within<T>(
 /// a `Duration` with a part of a millisecond past the first (1.5 ms) is
 /// refused, as the bindings that take `timeout_ms` refuse 1.5.
 fn check_timeout(timeout: Duration) -> Result<()> {
-    if timeout > Duration::from_millis(1) && !timeout.subsec_nanos().is_multiple_of(1_000_000) {
+    // The range first, so that `Duration::MAX` is too long, not fractional.
+    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
+    slidelimit_core::check_timeout_ms(ms)?;
+    if !timeout.subsec_nanos().is_multiple_of(1_000_000) {
         return Err(Error::invalid(
             "timeout_ms",
             format!("must be a whole number of milliseconds, got {timeout:?}"),
         ));
     }
-    let ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
-    slidelimit_core::check_timeout_ms(ms).map(drop)
+    Ok(())
 }
 
 /// Checks every option before a connect, so that a bad one is
@@ -427,5 +429,26 @@ impl Limiter {
             metrics.observe(self.policy.resource(), tenant, &decision, false);
         }
         Ok(decision)
+    }
+}
+
+#[cfg(test)]
+mod timeout_tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_is_whole_milliseconds_in_cores_range() {
+        assert!(check_timeout(Duration::from_millis(1)).is_ok());
+        assert!(check_timeout(Duration::from_millis((1 << 31) - 1)).is_ok());
+        for (timeout, says) in [
+            (Duration::MAX, "must be at most"),
+            (Duration::from_millis(1 << 31), "must be at most"),
+            (Duration::from_micros(500), "must be at least 1 ms"),
+            (Duration::from_micros(1500), "whole number of milliseconds"),
+        ] {
+            let e = check_timeout(timeout).unwrap_err();
+            assert_eq!(e.field(), Some("timeout_ms"), "{e}");
+            assert!(e.message().contains(says), "{timeout:?}: {e}");
+        }
     }
 }
