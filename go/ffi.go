@@ -583,6 +583,7 @@ func resultName(code Code) string {
 // C strings).
 func defaultNamespace() string    { return C.GoString(C.slidelimit_default_namespace()) }
 func defaultAlgorithm() Algorithm { return Algorithm(C.GoString(C.slidelimit_default_algorithm())) }
+func defaultTimeoutMs() uint64    { return uint64(C.slidelimit_default_timeout_ms()) }
 
 // coreVersion is the version of slidelimit-core this package is linked with
 // (the Version constant is the module's; the tests hold them equal).

@@ -103,6 +103,7 @@ const (
 	fnMetricWaitSeconds
 	fnDefaultNamespace
 	fnDefaultAlgorithm
+	fnDefaultTimeoutMs
 	fnDenyCacheNew
 	fnDenyCacheFree
 	fnDenyCacheCheck
@@ -123,8 +124,8 @@ var fnNames = [fnCount]string{
 	"slidelimit_memory_reset", "slidelimit_metric_name", "slidelimit_metric_help",
 	"slidelimit_metric_label_count", "slidelimit_metric_label", "slidelimit_metric_buckets",
 	"slidelimit_metric_wait_seconds", "slidelimit_default_namespace", "slidelimit_default_algorithm",
-	"slidelimit_deny_cache_new", "slidelimit_deny_cache_free", "slidelimit_deny_cache_check",
-	"slidelimit_deny_cache_record", "slidelimit_deny_cache_forget",
+	"slidelimit_default_timeout_ms", "slidelimit_deny_cache_new", "slidelimit_deny_cache_free",
+	"slidelimit_deny_cache_check", "slidelimit_deny_cache_record", "slidelimit_deny_cache_forget",
 }
 
 // maxInstances caps the pool: each instance holds 1.1 MiB of wasm memory
@@ -1204,6 +1205,13 @@ func resultName(code Code) string { return cString(fnResultName, uint64(code)) }
 // defaultNamespace and defaultAlgorithm are core's policy defaults.
 func defaultNamespace() string    { return cString(fnDefaultNamespace) }
 func defaultAlgorithm() Algorithm { return Algorithm(cString(fnDefaultAlgorithm)) }
+
+// defaultTimeoutMs is core's per-call timeout default (0 if the module
+// cannot run at all, when nothing else can either).
+func defaultTimeoutMs() uint64 {
+	ms, _ := with(func(in *instance) (uint64, error) { return in.call(fnDefaultTimeoutMs) })
+	return ms
+}
 
 // coreVersion is the version of slidelimit-core this package runs.
 func coreVersion() string { return cString(fnVersion) }

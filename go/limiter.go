@@ -233,8 +233,9 @@ func msDuration(ms uint64) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// DefaultTimeout bounds every Redis call unless WithTimeout says otherwise.
-const DefaultTimeout = time.Second
+// DefaultTimeout bounds every Redis call unless WithTimeout says otherwise:
+// core's default, 1 s, read through the C ABI.
+var DefaultTimeout = msDuration(defaultTimeoutMs())
 
 type config struct {
 	timeout   time.Duration

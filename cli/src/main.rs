@@ -81,7 +81,7 @@ struct Target {
     limits: Vec<String>,
     /// Per-call timeout, 1 to 2^31 - 1 ms (0 is invalid_argument); a slower
     /// or unreachable Redis is `unavailable`.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = slidelimit_core::DEFAULT_TIMEOUT_MS)]
     timeout_ms: u64,
     /// Print JSON (snake_case keys) instead of text, errors included (on stderr).
     #[arg(long)]

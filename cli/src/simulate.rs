@@ -76,7 +76,7 @@ pub struct SimulateArgs {
     #[arg(long, default_value = "slidelimit-sim")]
     namespace: String,
     /// Per-call timeout with --redis.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = slidelimit_core::DEFAULT_TIMEOUT_MS)]
     timeout_ms: u64,
 }
 

@@ -1,6 +1,6 @@
-//! Core's policy defaults, for bindings whose callers may leave the namespace
-//! or the algorithm out (Ruby's keyword arguments): the binding fills them in
-//! from here instead of keeping its own copy.
+//! Core's defaults, for bindings whose callers may leave the namespace, the
+//! algorithm or the timeout out (Ruby's keyword arguments, Go's options): the
+//! binding fills them in from here instead of keeping its own copy.
 
 use std::ffi::{c_char, CStr};
 use std::panic::catch_unwind;
@@ -25,6 +25,13 @@ pub extern "C" fn slidelimit_default_algorithm() -> *const c_char {
     catch_unwind(|| DEFAULT_ALGORITHM.as_ptr()).unwrap_or(c"".as_ptr())
 }
 
+/// The per-call timeout in milliseconds a binding uses when its caller sets
+/// none (core's `DEFAULT_TIMEOUT_MS`).
+#[no_mangle]
+pub extern "C" fn slidelimit_default_timeout_ms() -> u64 {
+    slidelimit_core::DEFAULT_TIMEOUT_MS
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,6 +49,10 @@ mod tests {
         assert_eq!(
             text(slidelimit_default_algorithm()),
             slidelimit_core::DEFAULT_ALGORITHM.as_str()
+        );
+        assert_eq!(
+            slidelimit_default_timeout_ms(),
+            slidelimit_core::DEFAULT_TIMEOUT_MS
         );
     }
 }

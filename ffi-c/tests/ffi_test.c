@@ -49,6 +49,7 @@ static void test_names(void) {
   /* Core's policy defaults (defaults.rs), for bindings with optional arguments. */
   CHECK(strcmp(slidelimit_default_namespace(), "rl") == 0);
   CHECK(strcmp(slidelimit_default_algorithm(), "sliding_log") == 0);
+  CHECK(slidelimit_default_timeout_ms() == 1000);
   CHECK(strcmp(slidelimit_result_name(SLIDELIMIT_RESULT_OK), "ok") == 0);
   CHECK(strcmp(slidelimit_result_name(SLIDELIMIT_RESULT_INVALID_ARGUMENT), "invalid_argument") == 0);
   CHECK(strcmp(slidelimit_result_name(SLIDELIMIT_RESULT_UNAVAILABLE), "unavailable") == 0);

@@ -754,6 +754,12 @@ const char *slidelimit_default_namespace(void);
  */
 const char *slidelimit_default_algorithm(void);
 
+/**
+ * The per-call timeout in milliseconds a binding uses when its caller sets
+ * none (core's `DEFAULT_TIMEOUT_MS`).
+ */
+uint64_t slidelimit_default_timeout_ms(void);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

@@ -60,8 +60,8 @@ DenyCacheOption = Union[bool, int]
 #: Tenants a limiter's deny cache holds when `deny_cache=True` (core's).
 DEFAULT_DENY_CACHE_CAPACITY: int = _core.DEFAULT_DENY_CACHE_CAPACITY
 
-#: The per-call timeout of the clients `from_url` and `from_cluster` build.
-DEFAULT_TIMEOUT_MS = 1000
+#: The per-call timeout of the clients `from_url` and `from_cluster` build (core's).
+DEFAULT_TIMEOUT_MS: int = _core.DEFAULT_TIMEOUT_MS
 
 
 def _wall_ms() -> int:

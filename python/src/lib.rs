@@ -940,6 +940,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         "DEFAULT_DENY_CACHE_CAPACITY",
         core::DEFAULT_DENY_CACHE_CAPACITY,
     )?;
+    m.add("DEFAULT_TIMEOUT_MS", core::DEFAULT_TIMEOUT_MS)?;
     m.add("MAX_DENY_CACHE_CAPACITY", core::MAX_DENY_CACHE_CAPACITY)?;
     m.add("MAX_LIMITS", core::MAX_LIMITS)?;
     m.add("METRIC_WAIT_SECONDS", core::METRIC_WAIT_SECONDS)?;

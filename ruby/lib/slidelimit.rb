@@ -41,7 +41,8 @@ module Slidelimit
     timeout_ms
   end
 
-  DEFAULT_TIMEOUT_MS = 1000
+  # Core's per-call timeout default, in ms.
+  DEFAULT_TIMEOUT_MS = Native.slidelimit_default_timeout_ms
 
   # A redis-rb client set up the way a limiter wants it: every connect, read
   # and write bounded by timeout_ms (core's rule; past it a check raises

@@ -67,7 +67,7 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            timeout: Duration::from_secs(1),
+            timeout: Duration::from_millis(slidelimit_core::DEFAULT_TIMEOUT_MS),
             metrics: None,
             tls_ca_pem: None,
             deny_cache: Some(DEFAULT_DENY_CACHE_CAPACITY),

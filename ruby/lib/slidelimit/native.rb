@@ -83,6 +83,7 @@ module Slidelimit
     attach_function :slidelimit_result_name, [:uint32], :string
     attach_function :slidelimit_default_namespace, [], :string
     attach_function :slidelimit_default_algorithm, [], :string
+    attach_function :slidelimit_default_timeout_ms, [], :uint64
     attach_function :slidelimit_algorithm_parse,
                     %i[buffer_in size_t pointer msg msg_cap msg_len field], :result
     # `buckets` is a pointer: NULL is "not given", anything else a count.
