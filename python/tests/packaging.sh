@@ -45,8 +45,17 @@ python3 -m venv "$work/venv"
 check "$work/venv"
 
 # From the sdist: pip builds it with maturin in an isolated environment. The
-# Rust build is cached in .tmp/ so that a rerun only links.
+# Rust build is cached in .tmp/ so that a rerun of the same sdist only links.
+# Only of the same one: maturin gives every file in an sdist one fixed mtime,
+# so cargo would take a changed source for the one it built before.
 python3 -m venv "$work/venv-sdist"
-CARGO_TARGET_DIR="$repo/.tmp/python/sdist-target" \
+sdist_target="$repo/.tmp/python/sdist-target"
+sdist_sum=$(sha256sum "$sdist" | cut -d' ' -f1)
+if [[ "$(cat "$sdist_target/.sdist-sha256" 2>/dev/null)" != "$sdist_sum" ]]; then
+  rm -rf "$sdist_target"
+  mkdir -p "$sdist_target"
+  echo "$sdist_sum" > "$sdist_target/.sdist-sha256"
+fi
+CARGO_TARGET_DIR="$sdist_target" \
   "$work/venv-sdist/bin/pip" install --quiet "$sdist"
 check "$work/venv-sdist"
