@@ -357,11 +357,13 @@ pub unsafe extern "C" fn slidelimit_check_timeout_ms(
     })
 }
 
-/// Checks a cost given before any policy is at hand (a job integration's
-/// setting) by core's rule: at least 1. 0 is `invalid_argument` naming `cost`;
-/// the bound by a limit is checked with the policy, at each check.
+/// Checks `cost` against `policy` by core's rule: at least 1, and at most the
+/// lowest limit (a larger cost could never pass). For a cost a job
+/// integration is configured with, so that it is refused when set rather than
+/// at every check. On failure the message names `cost`.
 #[no_mangle]
-pub unsafe extern "C" fn slidelimit_check_cost(
+pub unsafe extern "C" fn slidelimit_policy_check_cost(
+    policy: *const slidelimit_policy,
     cost: u64,
     msg: *mut u8,
     msg_cap: usize,
@@ -369,7 +371,8 @@ pub unsafe extern "C" fn slidelimit_check_cost(
     field: *mut slidelimit_field,
 ) -> slidelimit_result {
     boundary(MessageOut::new(msg, msg_cap, msg_len, field), || {
-        slidelimit_core::check_cost_without_policy(cost)?;
+        let policy = reference("policy", policy)?;
+        policy.inner.check_cost(cost)?;
         Ok(())
     })
 }
@@ -597,22 +600,40 @@ mod tests {
     }
 
     #[test]
-    fn cost_zero_is_invalid_naming_the_field() {
+    fn cost_is_checked_against_the_policy() {
+        let p = Policy::new("rl", "geo", Algorithm::SlidingLog, 3, 1000).unwrap();
+        let policy = slidelimit_policy { inner: p };
         let mut buf = [0u8; 128];
         let mut len = 0usize;
-        let mut field = slidelimit_field::NONE;
-        let r =
-            unsafe { slidelimit_check_cost(0, buf.as_mut_ptr(), buf.len(), &mut len, &mut field) };
-        assert_eq!(r, slidelimit_result::InvalidArgument);
-        assert_eq!(field.name(), Some("cost"));
-        assert_eq!(
-            std::str::from_utf8(&buf[..len]).unwrap(),
-            "cost: must be at least 1"
-        );
-        for cost in [1, u64::MAX] {
-            let r = unsafe { slidelimit_check_cost(cost, null_mut(), 0, null_mut(), null_mut()) };
+        for (cost, says) in [
+            (0, "cost: must be at least 1"),
+            (4, "cost: 4 exceeds the limit 3"),
+        ] {
+            let mut field = slidelimit_field::NONE;
+            let r = unsafe {
+                slidelimit_policy_check_cost(
+                    &policy,
+                    cost,
+                    buf.as_mut_ptr(),
+                    buf.len(),
+                    &mut len,
+                    &mut field,
+                )
+            };
+            assert_eq!(r, slidelimit_result::InvalidArgument);
+            assert_eq!(field.name(), Some("cost"));
+            assert!(std::str::from_utf8(&buf[..len]).unwrap().starts_with(says));
+        }
+        for cost in [1, 3] {
+            let r = unsafe {
+                slidelimit_policy_check_cost(&policy, cost, null_mut(), 0, null_mut(), null_mut())
+            };
             assert_eq!(r, slidelimit_result::Ok);
         }
+        let r = unsafe {
+            slidelimit_policy_check_cost(std::ptr::null(), 1, null_mut(), 0, null_mut(), null_mut())
+        };
+        assert_eq!(r, slidelimit_result::NullPointer);
     }
 }
 

@@ -871,12 +871,20 @@ static void test_cost(void) {
   uint8_t msg[128];
   size_t msg_len = 0;
   slidelimit_field field = STALE;
-  CHECK(slidelimit_check_cost(0, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  slidelimit_policy *p = NULL;
+  CHECK(slidelimit_policy_new(S("rl"), S("geo"), 1, 3, 1000, NULL, &p, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_policy_check_cost(p, 0, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
   CHECK(starts_with(msg, msg_len, "cost: must be at least 1"));
   CHECK(field_is(field, "cost"));
+  field = STALE;
+  CHECK(slidelimit_policy_check_cost(p, 4, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_INVALID_ARGUMENT);
+  CHECK(starts_with(msg, msg_len, "cost: 4 exceeds the limit 3"));
+  CHECK(field_is(field, "cost"));
   CHECK(msg[msg_len] == 0);
-  CHECK(slidelimit_check_cost(1, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
-  CHECK(slidelimit_check_cost(UINT64_MAX, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_policy_check_cost(p, 1, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_policy_check_cost(p, 3, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_policy_check_cost(NULL, 1, NULL, 0, NULL, NULL) == SLIDELIMIT_RESULT_NULL_POINTER);
+  slidelimit_policy_free(p);
 }
 
 static void test_metrics(void) {

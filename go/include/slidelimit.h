@@ -427,11 +427,12 @@ slidelimit_result slidelimit_key_slot(const uint8_t *key, size_t key_len, uint16
 slidelimit_result slidelimit_check_timeout_ms(uint64_t timeout_ms, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
- * Checks a cost given before any policy is at hand (a job integration's
- * setting) by core's rule: at least 1. 0 is `invalid_argument` naming `cost`;
- * the bound by a limit is checked with the policy, at each check.
+ * Checks `cost` against `policy` by core's rule: at least 1, and at most the
+ * lowest limit (a larger cost could never pass). For a cost a job
+ * integration is configured with, so that it is refused when set rather than
+ * at every check. On failure the message names `cost`.
  */
-slidelimit_result slidelimit_check_cost(uint64_t cost, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
+slidelimit_result slidelimit_policy_check_cost(const struct slidelimit_policy *policy, uint64_t cost, uint8_t *msg, size_t msg_cap, size_t *msg_len, struct slidelimit_field *field);
 
 /**
  * The Lua text of one script (`slidelimit_algorithm`, `slidelimit_mode`), for

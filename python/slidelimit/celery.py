@@ -127,8 +127,12 @@ def rate_limited(
             f" got {type(limiter).__name__}",
             "limiter",
         )
-    # Core's rule; the bound by the policy's limit is the limiter's, at run time.
-    _check_cost(cost)
+    # Core's rule, up to the policy's lowest limit when the limiter is at hand
+    # (a factory's limiter applies that bound at each check).
+    if isinstance(limiter, Limiter):
+        limiter.policy.check_cost(cost)
+    else:
+        _check_cost(cost)
     _u64("max_deferrals", max_deferrals)
     _u64("jitter_ms", jitter_ms)
     if on_unavailable not in ON_UNAVAILABLE:

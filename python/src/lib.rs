@@ -431,6 +431,15 @@ impl Policy {
         self.inner.keys(&tenant).py_err(py)
     }
 
+    /// Core's cost rule for this policy: an int from 1 up to its lowest
+    /// limit (a larger cost could never pass); returns it unchanged. Every
+    /// check applies it; Celery's `rate_limited` applies it when decorating.
+    fn check_cost(&self, py: Python<'_>, cost: &Bound<'_, PyAny>) -> PyResult<u64> {
+        let cost = int_arg("cost", cost).py_err(py)?;
+        self.inner.check_cost(cost).py_err(py)?;
+        Ok(cost)
+    }
+
     /// One script call, validated by core, as the arguments of redis-py's
     /// `evalsha`: `(sha1, numkeys, *keys, *args)`.
     #[pyo3(signature = (tenant, cost, now_ms, peek))]

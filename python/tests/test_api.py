@@ -169,6 +169,17 @@ BAD_CALLS = [
 ]
 
 
+def test_policy_check_cost_is_the_rule_every_check_applies() -> None:
+    p = policy()
+    assert p.check_cost(1) == 1 and p.check_cost(3) == 3
+    costs = [(bad["cost"], words) for bad, field, words in BAD_CALLS if field == "cost"]
+    assert len(costs) == 9
+    for cost, words in costs:
+        with pytest.raises(InvalidArgument) as info:
+            p.check_cost(cost)  # type: ignore[arg-type]
+        assert info.value.field == "cost" and words in str(info.value), cost
+
+
 @pytest.mark.parametrize(("bad", "field", "words"), BAD_CALLS)
 def test_bad_calls_on_memory_raise_invalid_argument(
     bad: dict[str, object], field: str, words: str

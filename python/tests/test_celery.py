@@ -229,12 +229,20 @@ def test_options_are_checked() -> None:
         ({"cost": True}, True),
         ({"cost": 1.5}, True),
         ({"cost": None}, True),
+        # Over the policy's limit of 1: no check could ever pass it.
+        ({"cost": 2}, False),
     ):
         options: dict[str, Any] = {"tenant": "t", **bad}
         with pytest.raises(slidelimit.InvalidArgument) as info:
             rate_limited(limiter, **options)
         assert info.value.field == next(iter(bad))
         assert isinstance(info.value, TypeError) is wrong_type, bad
+    # A factory's limiter is not at hand: core's policy-free rule now, the
+    # limit's bound at each check.
+    rate_limited(lambda: limiter, "t", cost=2)
+    with pytest.raises(slidelimit.InvalidArgument) as info:
+        rate_limited(lambda: limiter, "t", cost=0)
+    assert info.value.field == "cost"
     # What is neither a Limiter nor a function of none returning one.
     for not_a_limiter in (None, 5, "redis://", limiter.policy):
         with pytest.raises(slidelimit.InvalidType) as info:

@@ -250,6 +250,23 @@ class TestApi < Minitest::Test
     assert Slidelimit::Limiter.memory(policy, clock: nanos).acquire_at("t", 10).allowed?
   end
 
+  def test_policy_check_cost_is_the_rule_every_check_applies
+    p = policy
+    assert_equal 3, p.check_cost(3)
+    { 0 => "cost: must be at least 1", 4 => "cost: 4 exceeds the limit 3", -1 => "cost: must not be negative",
+      1.5 => "cost: must be an Integer" }.each do |cost, says|
+      e = assert_raises(Slidelimit::InvalidArgument, cost.inspect) { p.check_cost(cost) }
+      assert_equal "cost", e.field
+      assert e.message.start_with?(says), e.message
+      # The same refusal as a check's.
+      assert_equal e.message, assert_raises(Slidelimit::InvalidArgument) { Slidelimit::Limiter.memory(p).acquire("t", cost: cost) }.message
+    end
+    several = Slidelimit::Policy.new(resource: "geo", limits: [Slidelimit::Limit.new(limit: 5, window_ms: 1000),
+                                                               Slidelimit::Limit.new(limit: 2, window_ms: 60_000)])
+    e = assert_raises(Slidelimit::InvalidArgument) { several.check_cost(3) }
+    assert_includes e.message, "limits[1]"
+  end
+
   def test_timeout_rule_is_cores
     assert_equal 1, Slidelimit.check_timeout_ms(1)
     assert_equal 2**31 - 1, Slidelimit.check_timeout_ms(2**31 - 1)

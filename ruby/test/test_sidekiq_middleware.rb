@@ -132,6 +132,8 @@ class TestSidekiqMiddleware < Minitest::Test
       { limiter: limiter, tenant: ->(_) { "t" }, cost: 0 } => "cost",
       { limiter: limiter, tenant: ->(_) { "t" }, cost: -1 } => "cost",
       { limiter: limiter, tenant: ->(_) { "t" }, cost: 2**64 } => "cost",
+      # Over the policy's limit of 3: no check could ever pass it.
+      { limiter: limiter, tenant: ->(_) { "t" }, cost: 4 } => "cost",
       # Callables that cannot take the job hash.
       { limiter: limiter, tenant: -> { "t" } } => "tenant",
       { limiter: limiter, tenant: ->(_job, _queue) { "t" } } => "tenant",
@@ -151,9 +153,10 @@ class TestSidekiqMiddleware < Minitest::Test
 
   def test_config_takes_what_can_be_called_with_the_job
     limiter = Slidelimit::Limiter.memory(policy)
-    ok = Slidelimit::Sidekiq::Config.new(limiter: limiter, tenant: proc { "t" }, cost: 2**64 - 1,
+    # The largest cost the policy's limit of 3 lets pass.
+    ok = Slidelimit::Sidekiq::Config.new(limiter: limiter, tenant: proc { "t" }, cost: 3,
                                          outage_backoff_ms: 100, outage_backoff_max_ms: 100, max_outage_deferrals: nil)
-    assert_equal 2**64 - 1, ok.cost
+    assert_equal 3, ok.cost
     assert_nil ok.max_outage_deferrals
     [proc { "t" }, ->(*) { "t" }, ->(job, _extra = nil) { job["args"][0] }, method(:String)].each do |tenant|
       assert_same tenant, Slidelimit::Sidekiq::Config.new(limiter: limiter, tenant: tenant, cost: proc { 1 }).tenant

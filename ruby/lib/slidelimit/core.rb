@@ -76,17 +76,6 @@ module Slidelimit
       value
     end
 
-    # A cost given before any policy is at hand (a Sidekiq worker's setting),
-    # by core's rule: at least 1. Its bound by the limit is the policy's, at
-    # each check. Returns cost.
-    def self.check_cost(cost)
-      uint64("cost", cost)
-      s = scratch
-      code = Native.slidelimit_check_cost(cost, s.msg, Native::MSG_CAP, s.msg_len, s.field)
-      raise_failure(code, s) unless code == Native::RESULT_OK
-      cost
-    end
-
     # A callable the binding will call with `args` arguments: anything that
     # responds to call, refused only when its arity makes that call certain
     # to raise ArgumentError (a lambda or a Method; a proc takes any count).

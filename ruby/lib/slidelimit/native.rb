@@ -106,7 +106,7 @@ module Slidelimit
                     %i[pointer buffer_in size_t pointer size_t pointer pointer msg msg_cap msg_len field], :result
     attach_function :slidelimit_key_slot, %i[buffer_in size_t pointer], :result
     attach_function :slidelimit_check_timeout_ms, %i[uint64 msg msg_cap msg_len field], :result
-    attach_function :slidelimit_check_cost, %i[uint64 msg msg_cap msg_len field], :result
+    attach_function :slidelimit_policy_check_cost, %i[pointer uint64 msg msg_cap msg_len field], :result
     attach_function :slidelimit_script_text, %i[uint32 uint32 pointer pointer], :result
     attach_function :slidelimit_script_sha1, %i[uint32 uint32 pointer pointer], :result
     attach_function :slidelimit_policy_build_call_into,

@@ -106,6 +106,23 @@ module Slidelimit
       freeze
     end
 
+    # Core's cost rule for this policy: an Integer from 1 up to its lowest
+    # limit (a larger cost could never pass), else InvalidArgument naming
+    # cost. Returns cost. Every check applies it; a job integration applies it
+    # to its setting when configured.
+    def check_cost(cost)
+      Core.uint64("cost", cost)
+      native = Policy.native_policy(self)
+      begin
+        s = Core.scratch
+        code = Native.slidelimit_policy_check_cost(native, cost, s.msg, Native::MSG_CAP, s.msg_len, s.field)
+        Core.raise_failure(code, s) unless code == Native::RESULT_OK
+      ensure
+        Native.slidelimit_policy_free(native)
+      end
+      cost
+    end
+
     # The keywords that make this policy again: the single form for one
     # limit, `limits:` for several.
     def to_h

@@ -56,11 +56,11 @@ module Slidelimit
         raise Slidelimit.invalid("limiter", "must be a Slidelimit::Limiter, got #{limiter.class}") unless limiter.is_a?(Limiter)
 
         # Refused now rather than as an error in every job: a callable that
-        # cannot take the job hash, a cost no check could spend (core's rule;
-        # whether it fits the limit is the policy's, at run time).
+        # cannot take the job hash, a cost no check could spend (core's rule,
+        # up to the policy's lowest limit).
         Core.callable("tenant", tenant, 1, "call(job)")
         if cost.is_a?(Integer)
-          Core.check_cost(cost)
+          limiter.policy.check_cost(cost)
         elsif cost.respond_to?(:call)
           Core.callable("cost", cost, 1, "call(job)")
         else
