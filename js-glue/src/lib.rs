@@ -511,12 +511,17 @@ pub fn limit_field(index: u32, field: &str) -> Option<String> {
 pub fn constants_json() -> String {
     let metric = |name: &str, help: &str| format!(r#"{{"name":"{name}","help":"{help}"}}"#);
     let buckets: Vec<String> = sl::WAIT_BUCKETS.iter().map(f64::to_string).collect();
+    let names = |labels: &[&str]| {
+        let quoted: Vec<String> = labels.iter().map(|l| format!(r#""{l}""#)).collect();
+        format!("[{}]", quoted.join(","))
+    };
     format!(
         concat!(
             r#"{{"defaults":{{"namespace":"{}","algorithm":"{}","timeoutMs":{},"denyCacheCapacity":{}}},"#,
             r#""callSeparator":"\u{:04x}","#,
             r#""metrics":{{"allowedTotal":{},"deniedTotal":{},"localDeniedTotal":{},"waitSeconds":{},"#,
-            r#""labels":{{"resource":"{}","tenant":"{}"}},"waitBuckets":[{}]}}}}"#
+            r#""labels":{{"resource":"{}","tenant":"{}","counter":{},"counterWithTenant":{},"wait":{}}},"#,
+            r#""waitBuckets":[{}]}}}}"#
         ),
         sl::DEFAULT_NAMESPACE,
         sl::DEFAULT_ALGORITHM.as_str(),
@@ -532,6 +537,9 @@ pub fn constants_json() -> String {
         metric(sl::METRIC_WAIT_SECONDS, sl::METRIC_WAIT_SECONDS_HELP),
         sl::LABEL_RESOURCE,
         sl::LABEL_TENANT,
+        names(&sl::COUNTER_LABELS),
+        names(&sl::COUNTER_LABELS_WITH_TENANT),
+        names(&sl::WAIT_LABELS),
         buckets.join(","),
     )
 }
@@ -968,7 +976,8 @@ mod tests {
                 r#""deniedTotal":{"name":"ratelimit_denied_total","help":"Acquires denied by the rate limiter."},"#,
                 r#""localDeniedTotal":{"name":"ratelimit_local_denied_total","help":"Acquires denied in-process by the local deny cache, without a Redis call."},"#,
                 r#""waitSeconds":{"name":"ratelimit_wait_seconds","help":"retry_after handed to denied callers, in seconds."},"#,
-                r#""labels":{"resource":"resource","tenant":"tenant"},"#,
+                r#""labels":{"resource":"resource","tenant":"tenant","counter":["resource"],"#,
+                r#""counterWithTenant":["resource","tenant"],"wait":["resource"]},"#,
                 r#""waitBuckets":[0.001,0.005,0.01,0.05,0.1,0.5,1,5,10,30,60,600]}}"#
             )
         );

@@ -8,6 +8,10 @@ const { invalid, isRecord, onlyKnown } = require('./errors');
 /** Buckets of `ratelimit_wait_seconds`, 1 ms to 10 min (core's). */
 const WAIT_BUCKETS = Object.freeze(spec.waitBuckets.slice());
 const { resource: RESOURCE, tenant: TENANT } = spec.labels;
+// Which labels each metric carries (core's lists).
+const COUNTER_LABELS = Object.freeze(spec.labels.counter.slice());
+const COUNTER_LABELS_WITH_TENANT = Object.freeze(spec.labels.counterWithTenant.slice());
+const WAIT_LABELS = Object.freeze(spec.labels.wait.slice());
 
 class Metrics {
   #tenantLabel;
@@ -30,14 +34,14 @@ class Metrics {
       throw invalid('client', "must be the prom-client module (require('prom-client'))");
     }
     const registers = [registry || prom.register];
-    const labelNames = tenantLabel ? [RESOURCE, TENANT] : [RESOURCE];
+    const labelNames = (tenantLabel ? COUNTER_LABELS_WITH_TENANT : COUNTER_LABELS).slice();
     this.#tenantLabel = tenantLabel;
     this.allowed = new prom.Counter({ ...spec.allowedTotal, labelNames, registers });
     this.denied = new prom.Counter({ ...spec.deniedTotal, labelNames, registers });
     this.localDenied = new prom.Counter({ ...spec.localDeniedTotal, labelNames, registers });
     this.wait = new prom.Histogram({
       ...spec.waitSeconds,
-      labelNames: [RESOURCE],
+      labelNames: WAIT_LABELS.slice(),
       buckets: WAIT_BUCKETS.slice(),
       registers,
     });
