@@ -156,6 +156,8 @@ def rate_limited(
         raise InvalidType(
             f"tenant: must be a str or a function, got {type(tenant).__name__}", "tenant"
         )
+    if isinstance(tenant, str) and isinstance(limiter, Limiter):
+        limiter.policy.key(tenant)  # core's tenant rules, now rather than at every run
     made: list[Limiter] = []
     # A thread pool's first tasks arrive together: one limiter (one client,
     # one deny cache) per process, not one per racing thread.

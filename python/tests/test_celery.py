@@ -231,6 +231,9 @@ def test_options_are_checked() -> None:
         ({"cost": None}, True),
         # Over the policy's limit of 1: no check could ever pass it.
         ({"cost": 2}, False),
+        # A constant tenant core refuses, refused now rather than at every run.
+        ({"tenant": ""}, False),
+        ({"tenant": "x" * 513}, False),
     ):
         options: dict[str, Any] = {"tenant": "t", **bad}
         with pytest.raises(slidelimit.InvalidArgument) as info:
