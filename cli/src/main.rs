@@ -5,7 +5,10 @@
 //! error, 10 + the error's stable number otherwise (11 invalid_argument,
 //! 12 unavailable, 13 script_error, 14 wrong_type, 15 malformed_reply,
 //! 16 permission_denied, 17 internal). Errors go to stderr: `error: <code>:
-//! <message>`, or with `--json` one line `{"error":...,"field":...,"message":...}`.
+//! <message>`, or with `--json` one line `{"error":...,"field":...,"message":...}`;
+//! with `--json` a usage error (exit 2) is such a line too, `invalid_argument`
+//! naming the flag (`--now-ms` is `now_ms`). A negative number after a flag
+//! is read as its value, so `--limit -1` says the value is wrong.
 //! Every argument is checked before Redis is reached, so a bad one is
 //! `invalid_argument` even when Redis is out of reach.
 
@@ -13,7 +16,7 @@ mod decision_json;
 mod simulate;
 
 use clap::{Args, Parser, Subcommand};
-use decision_json::{decision_json, error_json};
+use decision_json::{decision_json, error_json, json_str};
 use slidelimit::{blocking, Algorithm, Decision, Error, ErrorCode, Limit, Mode, Options, Policy};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -34,12 +37,16 @@ enum Command {
     /// Replay the burst scenario through a fixed window, the sliding log,
     /// the sliding counter and the bucketed window, and audit every rolling
     /// window (no Redis needed).
+    #[command(allow_negative_numbers = true)]
     Simulate(simulate::SimulateArgs),
     /// Take permits for a tenant (exit 0 when allowed, 1 when denied).
+    #[command(allow_negative_numbers = true)]
     Acquire(CallArgs),
     /// What acquire would answer, recording nothing (exit 0 / 1 like acquire).
+    #[command(allow_negative_numbers = true)]
     Peek(CallArgs),
     /// Forget everything recorded for a tenant under a policy.
+    #[command(allow_negative_numbers = true)]
     Reset(ResetArgs),
 }
 
@@ -306,8 +313,64 @@ fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A usage error (exit 2). With `--json` on the command line it is one JSON
+/// line of the `invalid_argument` form, naming the flag, so a script reading
+/// JSON never has to parse clap's text.
+fn usage_error(e: clap::Error) -> ExitCode {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    let asked_for_json = std::env::args_os()
+        .take_while(|a| a != "--")
+        .any(|a| a == "--json");
+    let shown = matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if shown || !asked_for_json {
+        e.exit();
+    }
+    // "--limit <LIMIT>" names the field "limit", as core's errors do; an
+    // argument clap does not know is no field.
+    let named = match e.kind() {
+        ErrorKind::UnknownArgument => None,
+        _ => match e.get(ContextKind::InvalidArg) {
+            Some(ContextValue::String(arg)) => Some(arg.as_str()),
+            Some(ContextValue::Strings(args)) => args.first().map(String::as_str),
+            _ => None,
+        },
+    };
+    let field = named.and_then(|arg| {
+        let name = arg.strip_prefix("--")?.split([' ', '=']).next()?;
+        Some(name.replace('-', "_"))
+    });
+    // The first paragraph, on one line: "the following required arguments
+    // were not provided: --limit <LIMIT>".
+    let text = e.render().to_string();
+    let problem = text
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .map(str::trim)
+        .collect::<Vec<_>>()
+        .join(" ");
+    let problem = problem.strip_prefix("error: ").unwrap_or(&problem);
+    let (field, message) = match field {
+        Some(name) => (json_str(&name), format!("{name}: {problem}")),
+        None => ("null".to_owned(), problem.to_owned()),
+    };
+    eprintln!(
+        "{{\"error\":\"{}\",\"field\":{field},\"message\":{}}}",
+        ErrorCode::InvalidArgument,
+        json_str(&message)
+    );
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return usage_error(e),
+    };
     let (result, json) = match &cli.command {
         Command::Simulate(args) => (simulate::run(args).map(|()| ExitCode::SUCCESS), false),
         Command::Acquire(args) => (call(args, false), args.target.json),

@@ -648,3 +648,78 @@ fn arguments_are_checked_before_redis_and_json_errors_are_json() {
     assert_eq!(error["error"], "unavailable");
     assert_eq!(error["field"], serde_json::Value::Null);
 }
+
+#[test]
+fn usage_errors_name_the_flag_and_are_json_with_json() {
+    let nobody = format!("redis://127.0.0.1:{}/", common::free_port());
+    let target = ["--redis", &nobody, "--resource", "geo", "--tenant", "t"];
+    // (arguments, the field named, a part of the message)
+    let cases: [(&[&str], Option<&str>, &str); 5] = [
+        (
+            &["--limit", "-1", "--window-ms", "1000"],
+            Some("limit"),
+            "'-1'",
+        ),
+        (
+            &["--limit", "5", "--window-ms", "1000", "--now-ms", "-3"],
+            Some("now_ms"),
+            "'-3'",
+        ),
+        (
+            &["--limit", "x", "--window-ms", "1000"],
+            Some("limit"),
+            "'x'",
+        ),
+        (&["--window-ms", "1000"], Some("limit"), "--limit"),
+        (
+            &["--limit", "5", "--window-ms", "1000", "--bogus"],
+            None,
+            "--bogus",
+        ),
+    ];
+    for (extra, field, part) in cases {
+        let args = [&["acquire"][..], &target, extra].concat();
+        let out = slidelimit(&args);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            text.starts_with("error: ") && text.contains(part),
+            "{extra:?}: {text}"
+        );
+        if let Some(flag) = field {
+            let flag = format!("--{}", flag.replace('_', "-"));
+            assert!(text.contains(&flag), "{extra:?} names {flag}: {text}");
+        }
+
+        let out = slidelimit(&[&args[..], &["--json"]].concat());
+        assert_eq!(out.status.code(), Some(2), "{extra:?} --json");
+        assert!(out.stdout.is_empty(), "{extra:?}: no decision");
+        let line = stderr(&out);
+        assert_eq!(line.lines().count(), 1, "{extra:?}: one line: {line}");
+        let error: serde_json::Value = serde_json::from_str(line.trim_end())
+            .unwrap_or_else(|e| panic!("{extra:?}: not JSON ({e}): {line}"));
+        assert_eq!(error["error"], "invalid_argument", "{line}");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(part), "{line}");
+        match field {
+            Some(name) => {
+                assert_eq!(error["field"], name, "{line}");
+                assert!(message.starts_with(&format!("{name}: ")), "{line}");
+            }
+            None => assert!(error["field"].is_null(), "{line}"),
+        }
+    }
+
+    // Help is still help, with or without --json.
+    let out = slidelimit(&["acquire", "--help", "--json"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("Usage: slidelimit acquire"));
+    // The demo takes a negative number to its flag, and says what is wrong.
+    let out = slidelimit(&["simulate", "--limit", "-5"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("'-5' for '--limit"),
+        "{}",
+        stderr(&out)
+    );
+}
