@@ -339,8 +339,13 @@ func NewMemoryEngine() (*MemoryEngine, error) {
 	return &MemoryEngine{h: h}, nil
 }
 
-// Close releases the engine. Safe to call more than once.
+// Close releases the engine. Safe to call more than once; a nil or zero
+// MemoryEngine, which NewMemoryEngine never returns, holds nothing and is
+// ErrInvalidArgument naming memory_engine.
 func (e *MemoryEngine) Close() error {
+	if e == nil || e.h == nil {
+		return invalidArgument("memory_engine", "must be made by NewMemoryEngine, not nil or a zero MemoryEngine")
+	}
 	e.h.free()
 	return nil
 }
@@ -514,6 +519,9 @@ func honoursContext(client redis.UniversalClient) bool {
 // their order (Policy.Limits is a copy of the Limiter's). New or NewMemory
 // with it makes the same policy (the same keys).
 func (l *Limiter) Policy() Policy {
+	if l == nil {
+		return Policy{}
+	}
 	p := l.policy
 	p.Limits = slices.Clone(p.Limits)
 	return p
@@ -522,6 +530,9 @@ func (l *Limiter) Policy() Policy {
 // Close releases the C memory the Limiter holds; it does not close the Redis
 // client. Safe to call more than once; later checks return ErrClosed.
 func (l *Limiter) Close() error {
+	if err := l.made(); err != nil {
+		return err
+	}
 	l.calls.close()
 	l.handle.free()
 	if l.memory != nil && !l.sharedMemory {
@@ -535,11 +546,30 @@ func (l *Limiter) Close() error {
 
 // Key is the Redis key of tenant under the Limiter's policy (the first
 // limit's, for a policy of several: Keys has them all).
-func (l *Limiter) Key(tenant string) (string, error) { return l.handle.key(tenant) }
+func (l *Limiter) Key(tenant string) (string, error) {
+	if err := l.made(); err != nil {
+		return "", err
+	}
+	return l.handle.key(tenant)
+}
 
 // Keys are the Redis keys of tenant, one per limit of the policy in their
 // order (one for a single limit); they share one Cluster slot.
-func (l *Limiter) Keys(tenant string) ([]string, error) { return l.handle.keys(tenant) }
+func (l *Limiter) Keys(tenant string) ([]string, error) {
+	if err := l.made(); err != nil {
+		return nil, err
+	}
+	return l.handle.keys(tenant)
+}
+
+// made refuses a nil *Limiter or a zero Limiter{}, which no constructor
+// returns: a clear error where a method would dereference nil.
+func (l *Limiter) made() error {
+	if l == nil || l.handle == nil {
+		return invalidArgument("limiter", "must be made by New or NewMemory, not nil or a zero Limiter")
+	}
+	return nil
+}
 
 // Acquire takes one permit for tenant, at Redis time (answered by the deny
 // cache while tenant's last denial holds; see WithDenyCache).
@@ -574,6 +604,9 @@ func (l *Limiter) PeekAt(ctx context.Context, tenant string, cost, nowMs uint64)
 // Reset forgets everything recorded for tenant (every limit's key, and the
 // tenant's entry in this Limiter's deny cache); true if anything was.
 func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
+	if err := l.made(); err != nil {
+		return false, err
+	}
 	if err := checkContext(ctx); err != nil {
 		return false, err
 	}
@@ -603,6 +636,9 @@ func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 }
 
 func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {
+	if err := l.made(); err != nil {
+		return Decision{}, err
+	}
 	if err := checkContext(ctx); err != nil {
 		return Decision{}, err
 	}

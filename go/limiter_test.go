@@ -477,6 +477,44 @@ func TestEndedOrNilContext(t *testing.T) {
 	}
 }
 
+// A nil *Limiter, a zero Limiter{} and a zero MemoryEngine{} are no
+// constructor's result; each method says so instead of dereferencing nil.
+func TestUnmadeLimiterIsAnError(t *testing.T) {
+	for name, l := range map[string]*slidelimit.Limiter{"nil": nil, "zero": {}} {
+		t.Run(name, func(t *testing.T) {
+			const message = "limiter: must be made by New or NewMemory"
+			calls := map[string]func() error{
+				"Acquire":   func() error { _, err := l.Acquire(ctx, "t"); return err },
+				"AcquireN":  func() error { _, err := l.AcquireN(ctx, "t", 1); return err },
+				"AcquireAt": func() error { _, err := l.AcquireAt(ctx, "t", 1, 1000); return err },
+				"Peek":      func() error { _, err := l.Peek(ctx, "t", 1); return err },
+				"PeekAt":    func() error { _, err := l.PeekAt(ctx, "t", 1, 1000); return err },
+				"Reset":     func() error { _, err := l.Reset(ctx, "t"); return err },
+				"Key":       func() error { _, err := l.Key("t"); return err },
+				"Keys":      func() error { _, err := l.Keys("t"); return err },
+				"Close":     l.Close,
+			}
+			for method, call := range calls {
+				err := call()
+				wantCode(t, err, slidelimit.ErrInvalidArgument, message)
+				if field := err.(*slidelimit.Error).Field(); field != "limiter" {
+					t.Fatalf("%s: field %q", method, field)
+				}
+			}
+			if p := l.Policy(); p.Resource != "" || p.Limits != nil {
+				t.Fatalf("Policy of an unmade limiter: %+v", p)
+			}
+		})
+	}
+	for name, e := range map[string]*slidelimit.MemoryEngine{"nil": nil, "zero": {}} {
+		err := e.Close()
+		wantCode(t, err, slidelimit.ErrInvalidArgument, "memory_engine: must be made by NewMemoryEngine")
+		if field := err.(*slidelimit.Error).Field(); field != "memory_engine" {
+			t.Fatalf("%s engine: field %q", name, field)
+		}
+	}
+}
+
 func TestCloseIsSafeTwice(t *testing.T) {
 	client := testredis.Client(t, nil)
 	p := testPolicy(t, slidelimit.SlidingLog, 3, 1000)
