@@ -13,9 +13,11 @@ cost within the retry is denied in-process, without a Redis call.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 import urllib.parse
+import weakref
 from collections.abc import Awaitable, Sequence
 from typing import TYPE_CHECKING, Any, Callable, Union
 
@@ -309,6 +311,12 @@ class _GatedCluster:
         self._client = client
         self._timeout_ms = timeout_ms
         self._slots = threading.BoundedSemaphore(POOL_MAX_CONNECTIONS)
+        _GATES.add(self)
+
+    def _refill(self) -> None:
+        """A forked child starts with every slot free: the slots held by the
+        parent's calls in flight at the fork would never come back in it."""
+        self._slots = threading.BoundedSemaphore(POOL_MAX_CONNECTIONS)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -329,6 +337,21 @@ class _GatedCluster:
 
     def delete(self, *args: Any) -> Any:
         return self._send(self._client.delete, args)
+
+
+# Every live gate, refilled in a forked child (Celery's prefork pool forks a
+# process that may already hold a limiter); one hook for all of them, since
+# a hook cannot be unregistered.
+_GATES: weakref.WeakSet[_GatedCluster] = weakref.WeakSet()
+
+
+def _refill_gates_after_fork() -> None:
+    for gate in list(_GATES):
+        gate._refill()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_refill_gates_after_fork)
 
 
 # The pause before an asyncio Cluster call redis-py failed unwritten goes

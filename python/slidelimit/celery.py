@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 import random
 import threading
 from typing import Any, Callable, NoReturn, TypeVar, Union
@@ -118,7 +119,8 @@ def rate_limited(
     """Wraps a bound task's function (`@app.task(bind=True)` goes on top).
 
     `limiter`: a Limiter, or a function returning one (called once per worker
-    process, after the fork). `tenant`: a str, or a function of the task's
+    process, after the fork: a child forked from a process that made one
+    calls it again). `tenant`: a str, or a function of the task's
     args and kwargs returning one.
     """
     if not isinstance(limiter, Limiter) and not callable(limiter):
@@ -161,12 +163,22 @@ def rate_limited(
     made: list[Limiter] = []
     # A thread pool's first tasks arrive together: one limiter (one client,
     # one deny cache) per process, not one per racing thread.
-    making = threading.Lock()
+    making = [threading.Lock()]
+
+    def forget_after_fork() -> None:
+        # The child calls the function again, as documented; and the lock is
+        # new, since a thread of the parent may have held the old one at the
+        # fork, which would leave it held in the child for good.
+        made.clear()
+        making[0] = threading.Lock()
+
+    if not isinstance(limiter, Limiter) and hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=forget_after_fork)
 
     def get_limiter() -> Limiter:
         if isinstance(limiter, Limiter):
             return limiter
-        with making:
+        with making[0]:
             if not made:
                 built = limiter()
                 if not isinstance(built, Limiter):

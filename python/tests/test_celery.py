@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -203,6 +204,58 @@ def test_a_thread_pool_makes_one_limiter_per_process() -> None:
     assert len(made) == 1
     # Every run counted on the one limiter: 20, and the peek's own cost of 1.
     assert made[0].peek("t").remaining == 100 - 20 - 1
+
+
+def test_a_forked_child_makes_its_own_limiter_even_mid_making() -> None:
+    # Celery's prefork pool forks children from a process that may already
+    # have made a limiter, or be making one on another thread.
+    app = eager_app()
+    policy = Policy("rl", "fork", Algorithm.SLIDING_LOG, limit=100, window_ms=60_000)
+    parent = os.getpid()
+    made_by: list[int] = []  # the pid of each call of a function, in this process
+    entered, release = threading.Event(), threading.Event()
+
+    def made_at_once() -> Limiter:
+        made_by.append(os.getpid())
+        return Limiter.memory(policy)
+
+    def slow_in_the_parent() -> Limiter:
+        if os.getpid() == parent:
+            entered.set()
+            release.wait(30)  # holds the task's lock while the process forks
+        return Limiter.memory(policy)
+
+    @app.task(bind=True)
+    @rate_limited(made_at_once, tenant="t")
+    def first(self: Any) -> str:
+        return "ran"
+
+    @app.task(bind=True)
+    @rate_limited(slow_in_the_parent, tenant="t")
+    def second(self: Any) -> str:
+        return "ran"
+
+    assert first.apply().get() == "ran"
+    assert made_by == [parent]
+    making = threading.Thread(target=lambda: second.apply().get())
+    making.start()
+    assert entered.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: its own limiter, and a lock nobody holds
+        status = 1
+        try:
+            signal.alarm(10)  # a lock held for good would hang here
+            ok = first.apply().get() == "ran" and made_by == [parent, os.getpid()]
+            ok = ok and second.apply().get() == "ran"
+            status = 0 if ok else 3
+        finally:
+            os._exit(status)
+    release.set()
+    making.join(10)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    # The parent keeps the limiter it made.
+    assert first.apply().get() == "ran" and made_by == [parent]
 
 
 def test_options_are_checked() -> None:

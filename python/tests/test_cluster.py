@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 
 import pytest
 import redis
@@ -145,6 +148,34 @@ def test_a_call_past_the_calls_in_flight_waits_up_to_the_timeout(
             limiter.acquire("t")
         slots.release()
         assert limiter.acquire("t").remaining == 4  # the refused call never ran
+        limiter.reset("t")
+
+
+def test_a_forked_child_has_every_slot_of_the_gate(cluster_urls: list[str], resource: str) -> None:
+    # Calls in flight when a process forks hold slots of the gate that would
+    # never come back in the child (Celery's prefork pool forks such a process).
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=5, window_ms=60_000)
+    with Limiter.from_cluster(cluster_urls, policy, timeout_ms=200) as limiter:
+        assert limiter.acquire("t").allowed
+        slots = limiter._client._slots
+        for _ in range(POOL_MAX_CONNECTIONS):
+            assert slots.acquire(timeout=0)
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                signal.alarm(10)
+                status = 0 if limiter.acquire("t").remaining == 3 else 3
+            except BaseException as e:
+                sys.stderr.write(f"child: {e!r}\n")
+            finally:
+                os._exit(status)
+        _, status = os.waitpid(pid, 0)
+        for _ in range(POOL_MAX_CONNECTIONS):
+            slots.release()
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+        # The child's call counted in the one budget.
+        assert limiter.peek("t").remaining == 2
         limiter.reset("t")
 
 
