@@ -32,6 +32,24 @@ class TestCluster < Minitest::Test
     end
   end
 
+  # A forked child's first call on each node's inherited connection is a
+  # decision, not Unavailable (redis-rb refuses it unsent; one resend).
+  def test_a_forked_child_uses_the_inherited_cluster_client
+    l = Slidelimit::Limiter.new(@redis, policy(limit: 3, window_ms: 60_000))
+    tenants = Array.new(12) { tenant }
+    tenants.each { |t| assert l.acquire(t).allowed? } # a connection to every master
+    assert tenants.map { |t| Slidelimit.key_slot(l.key(t)) }.uniq.size > 3
+    answers = in_forked_child do
+      tenants.map do |t|
+        l.acquire(t).remaining
+      rescue StandardError => e
+        "#{e.class}: #{e.message}"
+      end.join(",")
+    end
+    assert_equal Array.new(12, "1").join(","), answers
+    tenants.each { |t| assert_equal 2, @redis.llen(l.key(t)) }
+  end
+
   # Every master has its own script cache: after SCRIPT FLUSH on all of them
   # each first check falls back to EVAL on the node that owns its key.
   def test_noscript_on_every_node

@@ -28,6 +28,21 @@ module TestHelper
     urls.split(",").map(&:strip)
   end
 
+  # Runs the block in a forked child; what it returned, as a String.
+  def in_forked_child
+    reader, writer = IO.pipe
+    pid = fork do
+      reader.close
+      writer.write(yield.to_s)
+      writer.close
+      exit!(0)
+    end
+    writer.close
+    reader.read
+  ensure
+    Process.wait(pid) if pid
+  end
+
   def policy(**overrides)
     Slidelimit::Policy.new(**{ resource: "res-#{SecureRandom.hex(4)}", limit: 3, window_ms: 1000 }.merge(overrides))
   end

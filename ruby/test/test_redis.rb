@@ -249,6 +249,29 @@ class TestRedis < Minitest::Test
     pool&.shutdown(&:close)
   end
 
+  # A worker that forks (Sidekiq swarm, Puma, Resque) hands its limiter's
+  # connected client or pool to the child; the child's first call is a
+  # decision, not Unavailable, and counts once in the shared budget.
+  def test_a_forked_child_uses_an_inherited_connection
+    pool = ConnectionPool.new(size: 2) { Slidelimit.redis(url: redis_url, timeout_ms: 2000) }
+    { "client" => @redis, "pool" => pool }.each do |name, redis|
+      l = Slidelimit::Limiter.new(redis, policy(limit: 5))
+      t = tenant
+      assert l.acquire(t).allowed?, name
+      answers = in_forked_child do
+        2.times.map do
+          l.acquire(t).remaining
+        rescue StandardError => e
+          "#{e.class}: #{e.message}"
+        end.join(",")
+      end
+      assert_equal "3,2", answers, name
+      assert_equal 1, l.peek(t).remaining, name # three taken, and the peek's own 1
+    end
+  ensure
+    pool&.shutdown(&:close)
+  end
+
   def test_a_pool_of_something_else_is_refused_at_use
     pool = ConnectionPool.new(size: 1) { Object.new }
     l = Slidelimit::Limiter.new(pool, policy)

@@ -148,10 +148,16 @@ module Slidelimit
         bytes = Core.utf8("tenant", tenant)
         @deny_cache.use { |c| Native.slidelimit_deny_cache_forget(c, bytes, bytes.bytesize) }
       end
+      resent = false
       begin
         with_redis { |r| r.del(*keys) }.positive?
       rescue ::Redis::CommandError => e
         raise command_error(e)
+      rescue ::Redis::InheritedError => e
+        raise unavailable(e) if resent
+
+        resent = true
+        retry
       rescue *CONNECTION_ERRORS => e
         raise unavailable(e)
       end
@@ -370,12 +376,21 @@ module Slidelimit
     def run_call(mode, call)
       keys, argv = call
       sha, text = @scripts[mode]
+      resent = false
       reply = begin
         if @pool
           with_redis { |redis| eval_script(redis, sha, text, keys, argv) }
         else
           eval_script(@redis, sha, text, keys, argv)
         end
+      rescue ::Redis::InheritedError => e
+        # A connection's first use in a forked child: redis-rb refuses it
+        # before sending anything and drops the parent's socket, so one resend
+        # (on a connection of this process) cannot count a check twice.
+        raise unavailable(e) if resent
+
+        resent = true
+        retry
       rescue *CONNECTION_ERRORS => e
         # Error replies arrive mapped (a Slidelimit::Error); anything else the
         # client raised (refused, reset, timed out) means Redis is unavailable,
