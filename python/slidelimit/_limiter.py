@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import sysconfig
 import threading
 import time
 import urllib.parse
@@ -159,14 +160,41 @@ def _server_text(e: RedisError) -> str | None:
 
 
 def _unavailable(e: BaseException) -> Unavailable:
+    """The Unavailable for what the client raised. An exception raised into
+    the call from outside the client, by a signal handler of the caller's (a
+    Celery soft time limit, an alarm), is the caller's own: it goes on as it
+    is, never as an outage."""
+    if not _raised_by_the_client(e):
+        raise e
     return Unavailable(f"redis unavailable: {type(e).__name__}: {e}")
+
+
+_STDLIB_DIRS = tuple({sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")})
+_SITE_DIRS = tuple({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")})
+
+
+def _raised_by_the_client(e: BaseException) -> bool:
+    """Whether `e` came from redis-py, or the standard library under it
+    (sockets, ssl, asyncio), rather than from code that interrupted the
+    call: told by the frame that raised it."""
+    if isinstance(e, RedisError) or e.__traceback__ is None:
+        return True
+    tb = e.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "")
+    if module.split(".")[0] in ("redis", "slidelimit"):
+        return True
+    path = tb.tb_frame.f_code.co_filename
+    return path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS)
 
 
 # What a failed command can raise: an error reply (a ResponseError, read by
 # core's table) or anything else: connection failures, timeouts, the Cluster
 # client giving up on its slot map, and redis-py's own races when a node goes
 # away mid-command (an AttributeError on a connection closed under it during
-# a failover). None of those is a decision: all are Unavailable.
+# a failover). None of those is a decision: all are Unavailable, but for an
+# exception the caller's own code raised into the call (_unavailable).
 _TRANSPORT = (Exception,)
 
 
@@ -181,7 +209,27 @@ def _client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
     }
     if tls_ca_file is not None:
         options.update(ssl_ca_certs=tls_ca_file, ssl_cert_reqs="required", ssl_check_hostname=True)
+    if _NO_MAINT_NOTIFICATIONS is not None:
+        options["maint_notifications_config"] = _NO_MAINT_NOTIFICATIONS()
     return options
+
+
+# redis-py 8 turns on its maintenance notifications ("auto") by default, and
+# with them on its pools skip their check that a connection handed out holds
+# no unread reply. A call cut between its send and its read (a signal's
+# exception, such as a Celery soft time limit) then leaves its reply for the
+# next call on that connection, which would take another call's decision for
+# its own. The clients made here turn them off (open-source Redis refuses
+# them anyway: a failed command on every new connection).
+def _no_maint_notifications() -> Callable[[], Any] | None:
+    try:
+        from redis.maint_notifications import MaintNotificationsConfig
+    except ImportError:  # redis-py 7: no notifications, the check always on
+        return None
+    return lambda: MaintNotificationsConfig(enabled=False)
+
+
+_NO_MAINT_NOTIFICATIONS = _no_maint_notifications()
 
 
 # The pools of the clients made here. redis-py 8's default pool holds 100

@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 
 import pytest
 import redis
@@ -325,3 +326,21 @@ async def test_async_callers_through_a_failover(cluster_urls: list[str], resourc
     # script may have run), a few per failover; a single resend left 24 to 36.
     assert decided > 1000
     assert len(errors) <= tasks // 4, (len(errors), errors[:3])
+
+
+def test_a_reply_left_unread_is_never_another_calls_decision(
+    cluster_urls: list[str], resource: str
+) -> None:
+    # As on one server (test_redis.py): a call cut between its send and its
+    # read leaves its reply on a node's connection; the next call there
+    # reads its own.
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=100, window_ms=60_000)
+    with Limiter.from_cluster(cluster_urls, policy) as limiter:
+        assert limiter.acquire("a", 7).remaining == 93
+        client = limiter._client._client
+        pool = client.get_node_from_key(limiter.key("a")).redis_connection.connection_pool
+        cut = pool.get_connection()
+        cut.send_command("EVALSHA", *limiter._calls.acquire_call("a", 7))
+        pool.release(cut)
+        time.sleep(0.05)  # its reply has arrived, unread
+        assert limiter.acquire("a").remaining == 85  # the cut call's reply said 86

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import socket
 import threading
 import time
@@ -466,3 +467,93 @@ async def test_more_async_callers_than_the_pool_holds_wait_for_a_connection(
     decided = [d for d in results if isinstance(d, slidelimit.Decision)]
     assert len(decided) == CALLERS, [e for e in results if e not in decided][:3]
     assert sorted(d.remaining for d in decided) == list(range(1000 - CALLERS, 1000))
+
+
+def test_a_reply_left_unread_is_never_another_calls_decision(redis_url: str, resource: str) -> None:
+    # A call cut between its send and its read (a signal's exception: a
+    # Celery soft time limit) leaves its reply on a connection redis-py puts
+    # back in its pool; the next call on that connection must not take that
+    # reply for its own decision.
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=100, window_ms=60_000)
+    with Limiter.from_url(redis_url, policy) as limiter:
+        assert limiter.acquire("a", 7).remaining == 93
+        pool = limiter._client.connection_pool
+        cut = pool.get_connection()
+        cut.send_command("EVALSHA", *limiter._calls.acquire_call("a", 7))
+        pool.release(cut)
+        time.sleep(0.05)  # its reply has arrived, unread
+        assert limiter.acquire("b").remaining == 99
+        assert limiter.peek("a").remaining == 85  # the cut call counted, as sent
+
+
+async def test_async_a_reply_left_unread_is_never_another_calls_decision(
+    redis_url: str, resource: str
+) -> None:
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=100, window_ms=60_000)
+    limiter = AsyncLimiter.from_url(redis_url, policy)
+    try:
+        assert (await limiter.acquire("a", 7)).remaining == 93
+        pool = limiter._client.connection_pool
+        cut = await pool.get_connection()
+        await cut.send_command("EVALSHA", *limiter._calls.acquire_call("a", 7))
+        await pool.release(cut)
+        await asyncio.sleep(0.05)
+        assert (await limiter.acquire("b")).remaining == 99
+        assert (await limiter.peek("a")).remaining == 85
+    finally:
+        await limiter.aclose()
+
+
+class _TimeIsUp(Exception):
+    """As Celery's SoftTimeLimitExceeded: an Exception a signal handler raises."""
+
+
+def test_an_exception_a_signal_handler_raises_is_the_callers(
+    redis_url: str, r: redis.Redis, resource: str
+) -> None:
+    def time_is_up(signum: int, frame: object) -> None:
+        raise _TimeIsUp("time is up")
+
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=10, window_ms=60_000)
+    with Limiter.from_url(redis_url, policy, timeout_ms=2000) as limiter:
+        assert limiter.acquire("t").allowed  # connected, the script loaded
+        previous = signal.signal(signal.SIGALRM, time_is_up)
+        r.execute_command("CLIENT", "PAUSE", 500, "WRITE")
+        try:
+            signal.setitimer(signal.ITIMER_REAL, 0.1)  # while the call waits on Redis
+            with pytest.raises(_TimeIsUp):
+                limiter.acquire("t")
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            r.execute_command("CLIENT", "UNPAUSE")
+        # The next call is a decision; the cut call counted if Redis ran it
+        # before redis-py closed its connection.
+        assert limiter.acquire("t").remaining in (7, 8)
+
+    # What redis-py itself raises is still an outage, never a decision: a
+    # socket error from the standard library, a race inside redis-py.
+
+    class Failing(redis.Redis):
+        def __init__(self, raise_it: Callable[[], None]) -> None:
+            super().__init__(port=1)  # never connected: evalsha raises first
+            self.raise_it = raise_it
+
+        def evalsha(self, *args: object) -> None:  # type: ignore[override]
+            self.raise_it()
+
+    def inside_redis_py() -> None:
+        # Run as code of redis.connection, as its races raise it.
+        code = "raise AttributeError(\"'NoneType' object has no attribute 'readline'\")"
+        exec(code, {"__name__": "redis.connection"})
+
+    for raise_it in (lambda: socket.create_connection(("127.0.0.1", 1)), inside_redis_py):
+        with pytest.raises(slidelimit.Unavailable):
+            Limiter(Failing(raise_it), policy).acquire("t")
+
+    # The same AttributeError raised by the caller's own code is not an outage.
+    def callers() -> None:
+        raise AttributeError("the caller's")
+
+    with pytest.raises(AttributeError, match="the caller's"):
+        Limiter(Failing(callers), policy).acquire("t")
