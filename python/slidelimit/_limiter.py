@@ -174,10 +174,11 @@ _SITE_DIRS = tuple({sysconfig.get_path("purelib"), sysconfig.get_path("platlib")
 
 
 def _raised_by_the_client(e: BaseException) -> bool:
-    """Whether `e` came from redis-py, or the standard library under it
-    (sockets, ssl, asyncio), rather than from code that interrupted the
-    call: told by the frame that raised it."""
-    if isinstance(e, RedisError) or e.__traceback__ is None:
+    """Whether `e` came from redis-py, or what runs under it (sockets, ssl,
+    asyncio, gevent's sockets), rather than from code that interrupted the
+    call: an error of redis-py's or of the OS, or else told by the frame
+    that raised it."""
+    if isinstance(e, (RedisError, OSError)) or e.__traceback__ is None:
         return True
     tb = e.__traceback__
     while tb.tb_next is not None:
