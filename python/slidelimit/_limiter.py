@@ -13,6 +13,7 @@ cost within the retry is denied in-process, without a Redis call.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
 import sysconfig
 import threading
@@ -210,27 +211,27 @@ def _client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
     }
     if tls_ca_file is not None:
         options.update(ssl_ca_certs=tls_ca_file, ssl_cert_reqs="required", ssl_check_hostname=True)
-    if _NO_MAINT_NOTIFICATIONS is not None:
-        options["maint_notifications_config"] = _NO_MAINT_NOTIFICATIONS()
     return options
 
 
-# redis-py 8 turns on its maintenance notifications ("auto") by default, and
-# with them on its pools skip their check that a connection handed out holds
-# no unread reply. A call cut between its send and its read (a signal's
-# exception, such as a Celery soft time limit) then leaves its reply for the
-# next call on that connection, which would take another call's decision for
-# its own. The clients made here turn them off (open-source Redis refuses
-# them anyway: a failed command on every new connection).
-def _no_maint_notifications() -> Callable[[], Any] | None:
-    try:
+def _without_maint_notifications(
+    options: dict[str, Any], taker: Callable[..., Any]
+) -> dict[str, Any]:
+    """`options` with redis-py's maintenance notifications turned off, where
+    `taker` (the class the option goes to) has them. redis-py 8 turns them on
+    ("auto") by default, and with them on its pools skip their check that a
+    connection handed out holds no unread reply: a call cut between its send
+    and its read (a signal's exception, such as a Celery soft time limit)
+    left its reply for the next call on that connection, which took another
+    call's decision for its own. Open-source Redis refuses them anyway (a
+    failed command on every new connection). Older clients without them
+    (redis-py 7's asyncio, its Cluster) keep the check on and refuse the
+    option."""
+    if "maint_notifications_config" in inspect.signature(taker).parameters:
         from redis.maint_notifications import MaintNotificationsConfig
-    except ImportError:  # redis-py 7: no notifications, the check always on
-        return None
-    return lambda: MaintNotificationsConfig(enabled=False)
 
-
-_NO_MAINT_NOTIFICATIONS = _no_maint_notifications()
+        options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
+    return options
 
 
 # The pools of the clients made here. redis-py 8's default pool holds 100
@@ -581,6 +582,7 @@ class Limiter:
         `timeout_ms` for a free one (docs/python.md, "Many threads")."""
         _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES).scheme)
         options = _client_options(timeout_ms, tls_ca_file)
+        _without_maint_notifications(options, redis.connection.AbstractConnection)
         pool = redis.BlockingConnectionPool.from_url(url, **_pool_options(timeout_ms), **options)
         client = redis.Redis(connection_pool=pool)
         client.auto_close_connection_pool = True
@@ -603,6 +605,7 @@ class Limiter:
         _require_metrics(metrics)
         _deny_cache(deny_cache)
         options = _client_options(timeout_ms, tls_ca_file)
+        _without_maint_notifications(options, redis.cluster.RedisCluster)
         # The Cluster client's own retries (with backoff) follow a failover:
         # they refresh the slot map and replace connections the old master
         # closed; a single retry leaves most callers on a dead connection.
@@ -889,6 +892,7 @@ class AsyncLimiter:
     ) -> AsyncLimiter:
         _check_tls_ca_file(tls_ca_file, _check_url("url", url, _URL_SCHEMES).scheme)
         options = _async_client_options(timeout_ms, tls_ca_file)
+        _without_maint_notifications(options, redis.asyncio.connection.AbstractConnection)
         pool = redis.asyncio.BlockingConnectionPool.from_url(
             url, **_pool_options(timeout_ms), **options
         )
@@ -909,6 +913,7 @@ class AsyncLimiter:
     ) -> AsyncLimiter:
         """Connects lazily: an unreachable Cluster is `Unavailable` on the first call."""
         options = _async_client_options(timeout_ms, tls_ca_file)
+        _without_maint_notifications(options, redis.asyncio.cluster.RedisCluster)
         del options["retry"]  # as in Limiter.from_cluster
         nodes, credentials = _cluster_nodes(urls, redis.asyncio.cluster.ClusterNode, tls_ca_file)
         options.update(credentials)

@@ -35,7 +35,19 @@ except slidelimit.InvalidArgument as e:
     assert e.field == "cost"
 else:
     raise AssertionError("cost=True was accepted")
-print(f"packaging: slidelimit {slidelimit.__version__} from {here}: ok")
+# asyncio too: its client takes other options than the synchronous one.
+import asyncio
+from slidelimit import AsyncLimiter
+
+async def on_asyncio() -> None:
+    limiter = AsyncLimiter.from_url(url, policy)
+    first, second = await limiter.acquire("t"), await limiter.acquire("t")
+    assert first.allowed and not second.allowed, (first, second)
+    await limiter.reset("t")
+    await limiter.aclose()
+
+asyncio.run(on_asyncio())
+print(f"packaging: slidelimit {slidelimit.__version__} with redis-py {redis.__version__} from {here}: ok")
 PY
   )
 }
@@ -43,6 +55,14 @@ PY
 python3 -m venv "$work/venv"
 "$work/venv/bin/pip" install --quiet "$wheel"
 check "$work/venv"
+
+# The oldest redis-py the package declares (pyproject.toml's redis>=N): the
+# options the limiter gives its clients must suit it too.
+oldest=$(sed -n 's/.*"redis>=\([0-9.]*\)".*/\1/p' "$repo/python/pyproject.toml")
+[[ -n "$oldest" ]] || { echo "packaging: no redis>= floor in pyproject.toml" >&2; exit 1; }
+python3 -m venv "$work/venv-oldest"
+"$work/venv-oldest/bin/pip" install --quiet "$wheel" "redis==$oldest"
+check "$work/venv-oldest"
 
 # From the sdist: pip builds it with maturin in an isolated environment. The
 # Rust build is cached in .tmp/ so that a rerun of the same sdist only links.
