@@ -866,9 +866,13 @@ func (l *Limiter) bounded(caller context.Context, exchange func(context.Context)
 	ctx, cancel := context.WithTimeout(caller, l.cfg.timeout)
 	defer cancel()
 	var err error
-	if l.clientHonoursCtx {
+	if l.clientHonoursCtx && caller.Done() == nil {
 		err = exchange(ctx)
 	} else {
+		// go-redis honours a context's deadline (as socket deadlines) but not
+		// its cancel, which a caller's context may bring without any deadline
+		// (River's StopAndCancel): waited on here, or it would go unseen until
+		// the timeout.
 		done := make(chan error, 1)
 		go func() { done <- exchange(ctx) }()
 		select {

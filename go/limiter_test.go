@@ -414,6 +414,21 @@ func TestSlowRedisTimesOut(t *testing.T) {
 			if !errors.Is(err, context.DeadlineExceeded) {
 				t.Fatalf("the cause should be the caller's deadline: %v", err)
 			}
+			// A cancel with no deadline at all ends the wait too, though
+			// go-redis reads only deadlines from a context (River's
+			// StopAndCancel cancels so).
+			long := newRedisLimiter(t, client, testPolicy(t, slidelimit.SlidingLog, 3, 1000), slidelimit.WithTimeout(time.Second))
+			canceled, cancel := context.WithCancel(ctx)
+			time.AfterFunc(50*time.Millisecond, cancel)
+			start = time.Now()
+			_, err = long.Acquire(canceled, "t")
+			if took := time.Since(start); took > 500*time.Millisecond {
+				t.Fatalf("a cancel after 50ms returned after %v, the timeout is 1s", took)
+			}
+			wantCode(t, err, slidelimit.ErrUnavailable, "the caller's context was canceled before Redis answered")
+			if !errors.Is(err, context.Canceled) {
+				t.Fatalf("the cause should be the caller's cancel: %v", err)
+			}
 		})
 	}
 }

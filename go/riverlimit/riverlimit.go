@@ -140,7 +140,8 @@ func snoozeCount(job *rivertype.JobRow) int {
 // Run checks tenant's budget for job and either runs work or returns
 // river.JobSnooze. Errors other than ErrUnavailable (a bad tenant, a wrong
 // key type, an ACL) are returned as the job's error: they are bugs to see,
-// not waits.
+// not waits. So is any error once ctx has ended (the job's timeout, River's
+// StopAndCancel): River then retries the job as any it cut short.
 func (g *Gate) Run(ctx context.Context, job *rivertype.JobRow, tenant string, cost uint64, work func(context.Context) error) error {
 	switch {
 	case g == nil || g.limiter == nil:
@@ -152,6 +153,13 @@ func (g *Gate) Run(ctx context.Context, job *rivertype.JobRow, tenant string, co
 	d, err := g.limiter.AcquireN(ctx, tenant, cost)
 	outcome := Outcome{Decision: d, Err: err}
 	switch {
+	case err != nil && ctx != nil && ctx.Err() != nil:
+		// The job's own context ended (its JobTimeout, StopAndCancel): the
+		// job's error, for River to retry as any work its context cut short;
+		// never an outage's snooze (a timeout shorter than a check would
+		// snooze the job for ever) nor, failing open, work without a permit.
+		g.notify(job, outcome)
+		return err
 	case err != nil && errors.Is(err, slidelimit.ErrUnavailable) && g.failOpen:
 		outcome.Ran = true
 	case err != nil && errors.Is(err, slidelimit.ErrUnavailable):

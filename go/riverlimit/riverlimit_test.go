@@ -514,3 +514,42 @@ func TestBadGateOptionsAreErrorsNotPanics(t *testing.T) {
 		}
 	}
 }
+
+// A job whose own context has ended (its JobTimeout, River's StopAndCancel)
+// gets the limiter's error as its own, for River to retry: never an outage's
+// snooze, which a timeout shorter than a check would repeat for ever, nor,
+// failing open, work without a permit.
+func TestAnEndedJobContextIsTheJobsError(t *testing.T) {
+	hanging := redis.NewClient(&redis.Options{Addr: testredis.Silent(t), ContextTimeoutEnabled: true})
+	defer hanging.Close()
+	up := limiter(t, testredis.Client(t, nil), 10, 1000)
+	stuck := limiter(t, hanging, 10, 1000, slidelimit.WithTimeout(2*time.Second))
+	work := func(context.Context) error {
+		t.Error("the work ran")
+		return nil
+	}
+	want := func(what string, err, cause error) {
+		t.Helper()
+		var snooze *river.JobSnoozeError
+		if errors.As(err, &snooze) || !errors.Is(err, cause) || !errors.Is(err, slidelimit.ErrUnavailable) {
+			t.Fatalf("%s: want the job's error (%v), got %v", what, cause, err)
+		}
+	}
+	for _, failOpen := range []bool{false, true} {
+		opts := []riverlimit.Option{}
+		if failOpen {
+			opts = append(opts, riverlimit.WithFailOpen())
+		}
+		canceled, cancel := context.WithCancel(context.Background())
+		cancel()
+		for name, l := range map[string]*slidelimit.Limiter{"redis up": up, "redis hanging": stuck} {
+			err := riverlimit.NewGate(l, opts...).Run(canceled, &rivertype.JobRow{}, "key-1", 1, work)
+			want(fmt.Sprintf("%s, fail open %v, canceled before", name, failOpen), err, context.Canceled)
+		}
+		// The job's timeout passes while the check waits on Redis.
+		timed, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := riverlimit.NewGate(stuck, opts...).Run(timed, &rivertype.JobRow{}, "key-1", 1, work)
+		cancel()
+		want(fmt.Sprintf("fail open %v, a deadline during the check", failOpen), err, context.DeadlineExceeded)
+	}
+}
