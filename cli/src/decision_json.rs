@@ -3,7 +3,7 @@
 //! `slidelimit acquire --json` prints and what the driver answers. Shared by
 //! both binaries through `#[path]` (the package has no library target).
 
-use slidelimit::{Decision, Error};
+use slidelimit::{Decision, Error, ErrorCode};
 
 /// A JSON string literal.
 pub fn json_str(s: &str) -> String {
@@ -12,11 +12,16 @@ pub fn json_str(s: &str) -> String {
 
 /// `{"error":"<code>","field":<name or null>,"message":...}`.
 pub fn error_json(e: &Error) -> String {
-    let field = e.field().map_or_else(|| "null".to_owned(), json_str);
+    error_parts_json(e.code(), e.field(), e.message())
+}
+
+/// The same line from its parts, for an error that is no core `Error` (a
+/// usage error, whose field is the flag clap names).
+pub fn error_parts_json(code: ErrorCode, field: Option<&str>, message: &str) -> String {
+    let field = field.map_or_else(|| "null".to_owned(), json_str);
     format!(
-        "{{\"error\":\"{}\",\"field\":{field},\"message\":{}}}",
-        e.code(),
-        json_str(e.message())
+        "{{\"error\":\"{code}\",\"field\":{field},\"message\":{}}}",
+        json_str(message)
     )
 }
 

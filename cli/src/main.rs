@@ -16,7 +16,7 @@ mod decision_json;
 mod simulate;
 
 use clap::{Args, Parser, Subcommand};
-use decision_json::{decision_json, error_json, json_str};
+use decision_json::{decision_json, error_json, error_parts_json};
 use slidelimit::{blocking, Algorithm, Decision, Error, ErrorCode, Limit, Mode, Options, Policy};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -354,14 +354,13 @@ fn usage_error(e: clap::Error) -> ExitCode {
         .collect::<Vec<_>>()
         .join(" ");
     let problem = problem.strip_prefix("error: ").unwrap_or(&problem);
-    let (field, message) = match field {
-        Some(name) => (json_str(&name), format!("{name}: {problem}")),
-        None => ("null".to_owned(), problem.to_owned()),
+    let message = match &field {
+        Some(name) => format!("{name}: {problem}"),
+        None => problem.to_owned(),
     };
     eprintln!(
-        "{{\"error\":\"{}\",\"field\":{field},\"message\":{}}}",
-        ErrorCode::InvalidArgument,
-        json_str(&message)
+        "{}",
+        error_parts_json(ErrorCode::InvalidArgument, field.as_deref(), &message)
     );
     ExitCode::from(2)
 }

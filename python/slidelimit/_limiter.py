@@ -185,7 +185,7 @@ def _raised_by_the_client(e: BaseException) -> bool:
     while tb.tb_next is not None:
         tb = tb.tb_next
     module = tb.tb_frame.f_globals.get("__name__", "")
-    if module.split(".")[0] in ("redis", "slidelimit"):
+    if module.split(".")[0] == "redis":
         return True
     path = tb.tb_frame.f_code.co_filename
     return path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS)
@@ -214,10 +214,8 @@ def _client_options(timeout_ms: int, tls_ca_file: str | None) -> dict[str, Any]:
     return options
 
 
-def _without_maint_notifications(
-    options: dict[str, Any], taker: Callable[..., Any]
-) -> dict[str, Any]:
-    """`options` with redis-py's maintenance notifications turned off, where
+def _without_maint_notifications(options: dict[str, Any], taker: Callable[..., Any]) -> None:
+    """Turns redis-py's maintenance notifications off in `options`, where
     `taker` (the class the option goes to) has them. redis-py 8 turns them on
     ("auto") by default, and with them on its pools skip their check that a
     connection handed out holds no unread reply: a call cut between its send
@@ -231,7 +229,6 @@ def _without_maint_notifications(
         from redis.maint_notifications import MaintNotificationsConfig
 
         options["maint_notifications_config"] = MaintNotificationsConfig(enabled=False)
-    return options
 
 
 # The pools of the clients made here. redis-py 8's default pool holds 100

@@ -148,16 +148,10 @@ module Slidelimit
         bytes = Core.utf8("tenant", tenant)
         @deny_cache.use { |c| Native.slidelimit_deny_cache_forget(c, bytes, bytes.bytesize) }
       end
-      resent = false
       begin
-        with_redis { |r| r.del(*keys) }.positive?
+        once_more_if_inherited { with_redis { |r| r.del(*keys) } }.positive?
       rescue ::Redis::CommandError => e
         raise command_error(e)
-      rescue ::Redis::InheritedError => e
-        raise unavailable(e) if resent
-
-        resent = true
-        retry
       rescue *CONNECTION_ERRORS => e
         raise unavailable(e)
       end
@@ -376,21 +370,14 @@ module Slidelimit
     def run_call(mode, call)
       keys, argv = call
       sha, text = @scripts[mode]
-      resent = false
       reply = begin
-        if @pool
-          with_redis { |redis| eval_script(redis, sha, text, keys, argv) }
-        else
-          eval_script(@redis, sha, text, keys, argv)
+        once_more_if_inherited do
+          if @pool
+            with_redis { |redis| eval_script(redis, sha, text, keys, argv) }
+          else
+            eval_script(@redis, sha, text, keys, argv)
+          end
         end
-      rescue ::Redis::InheritedError => e
-        # A connection's first use in a forked child: redis-rb refuses it
-        # before sending anything and drops the parent's socket, so one resend
-        # (on a connection of this process) cannot count a check twice.
-        raise unavailable(e) if resent
-
-        resent = true
-        retry
       rescue *CONNECTION_ERRORS => e
         # Error replies arrive mapped (a Slidelimit::Error); anything else the
         # client raised (refused, reset, timed out) means Redis is unavailable,
@@ -447,6 +434,16 @@ module Slidelimit
                                                                pause_ms)
       ms = result == Native::RESULT_OK ? pause_ms.read(:uint64) : 0
       ms.positive? ? ms / 1000.0 : nil
+    end
+
+    # A connection's first use in a forked child: redis-rb refuses it before
+    # sending anything (InheritedError) and drops the parent's socket, so one
+    # more try, on a connection of this process, cannot count a check twice.
+    # A second refusal goes to the caller's rescue as it is.
+    def once_more_if_inherited
+      yield
+    rescue ::Redis::InheritedError
+      yield
     end
 
     def with_redis
