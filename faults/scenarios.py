@@ -834,6 +834,172 @@ def wrong_type(ctx):
             ctx.check(admin("EXISTS", key) == 0, f"{alg}: reset left {kind} key {key}")
 
 
+# ------------------------------------------------- a full memory, a replica
+
+
+def _every_kind(namespace):
+    """(name, policy): each algorithm alone with a limit of 3, then the three
+    as one policy of several limits whose smallest limit is 3, so that every
+    kind answers the same `remaining`."""
+    yield "sliding_log", _policy(namespace, "sliding_log", 3, 60_000)
+    yield "sliding_counter", _policy(namespace, "sliding_counter", 3, 60_000)
+    yield "bucketed_window", {**_policy(namespace, "bucketed_window", 3, 60_000), "buckets": 60}
+    yield (
+        "several limits",
+        {
+            "namespace": namespace,
+            "resource": "multi",
+            "limits": [
+                {"algorithm": "sliding_log", "limit": 3, "window_ms": 60_000},
+                {"algorithm": "bucketed_window", "limit": 5, "window_ms": 120_000, "buckets": 60},
+                {"algorithm": "sliding_counter", "limit": 10, "window_ms": 30_000},
+            ],
+        },
+    )
+
+
+def _snapshot(admin):
+    """Every key with its DUMP: what "nothing was recorded" compares."""
+    return {k: admin("DUMP", k) for k in admin.scan_all()}
+
+
+def _record(ctx, d, kind, tenant, count):
+    for i in range(count):
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant=tenant, now_ms=T + i),
+            f"{kind}: {tenant} #{i}",
+            allowed=True,
+        )
+
+
+def _peek_answers_writes_unavailable(ctx, d, where, peek, remaining, word, writes):
+    """A peek, which writes nothing, is a decision (allowed, `remaining`);
+    each of `writes` (what, request) is unavailable with the server's `word`."""
+    expect_decision(
+        ctx, d.req(op="peek", **peek), f"{where}: a peek", allowed=True, remaining=remaining
+    )
+    for what, op in writes:
+        expect_error(
+            ctx,
+            d.req(**op),
+            f"{where}: {what}",
+            "unavailable",
+            contains=[word],
+            starts="redis unavailable: ",
+        )
+
+
+def oom(ctx):
+    """With `maxmemory-policy noeviction` and the memory full, Redis refuses a
+    script's first write (OOM). An acquire that would admit is unavailable,
+    the reply in its message, and records nothing; a denial and a peek, which
+    write nothing, are still decisions; a reset (DEL) still works. Once there
+    is room again, the same limiter admits, counting what it held before.
+    (Redis 6.2 wraps the OOM in its own script error; `make compat` runs this
+    scenario there too.)"""
+    server = ctx.redis(args=["--maxmemory-policy", "noeviction"])
+    admin = server.client()
+    d = ctx.driver()
+    for n, (kind, policy) in enumerate(_every_kind("oom")):
+        admin("CONFIG", "SET", "maxmemory", "0")
+        d.limiter(_redis(server.url), policy)
+        _record(ctx, d, kind, "full", 3)
+        _record(ctx, d, kind, "part", 1)
+        # Any memory in use is over a maxmemory of one byte.
+        admin("CONFIG", "SET", "maxmemory", "1")
+        before = _snapshot(admin)
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="full", now_ms=T + 10),
+            f"{kind}: a denial at maxmemory",
+            allowed=False,
+        )
+        _peek_answers_writes_unavailable(
+            ctx,
+            d,
+            f"{kind}: at maxmemory",
+            {"tenant": "fresh", "now_ms": T + 10},
+            2,
+            "OOM",
+            [
+                ("a new tenant", {"op": "acquire_at", "tenant": "fresh", "now_ms": T + 10}),
+                ("a new tenant, server time", {"op": "acquire", "tenant": f"fresh-{n}"}),
+                ("a tenant with room", {"op": "acquire_at", "tenant": "part", "now_ms": T + 11}),
+                ("cost 2", {"op": "acquire_at", "tenant": "part", "now_ms": T + 11, "cost": 2}),
+            ],
+        )
+        admin("SCRIPT", "FLUSH")  # the NOSCRIPT fallback's EVAL meets the same refusal
+        expect_error(
+            ctx,
+            d.req(op="acquire_at", tenant="part", now_ms=T + 12),
+            f"{kind}: after SCRIPT FLUSH at maxmemory",
+            "unavailable",
+            contains=["OOM"],
+        )
+        ctx.check(_snapshot(admin) == before, f"{kind}: a refused acquire changed a key")
+        d.ok(f"{kind}: reset at maxmemory", op="reset", tenant="full")
+        ctx.check(
+            not [k for k in admin.scan_all() if b":full}" in k],
+            f"{kind}: reset at maxmemory left the tenant's keys",
+        )
+        admin("CONFIG", "SET", "maxmemory", "0")
+        expect_decision(
+            ctx,
+            d.req(op="acquire_at", tenant="part", now_ms=T + 13),
+            f"{kind}: room again, the tenant's second permit",
+            allowed=True,
+            remaining=1,
+        )
+        admin("FLUSHALL")
+    ctx.check(
+        admin("CONFIG", "GET", "maxmemory-policy")[1] in (b"noeviction", "noeviction"),
+        "the server evicts: the scenario proves nothing",
+    )
+
+
+def read_only_replica(ctx):
+    """A standalone URL that names a replica (a master a failover demoted):
+    every acquire is unavailable, READONLY in its message, and nothing is
+    written; a peek answers from what was replicated. (Redis 6.2 wraps the
+    READONLY in its own script error; `make compat` runs this there too.)"""
+    # No wait before a full sync (7.0's default is 5 s).
+    primary = ctx.redis(args=["--repl-diskless-sync-delay", "0"])
+    replica = ctx.redis(args=["--replicaof", "127.0.0.1", str(primary.port)])
+    admin, on_replica = primary.client(), replica.client()
+    deadline = time.monotonic() + 20
+    while b"master_link_status:up" not in on_replica("INFO", "replication"):
+        if time.monotonic() > deadline:
+            ctx.fail("the replica did not sync in 20 s")
+        time.sleep(0.05)
+    d = ctx.driver()
+    for kind, policy in _every_kind("replica"):
+        d.limiter(_redis(primary.url), policy)
+        _record(ctx, d, kind, "t", 2)
+        # WAIT would not do: it waits for this connection's own writes.
+        before, deadline = _snapshot(on_replica), time.monotonic() + 10
+        while before != _snapshot(admin):
+            if time.monotonic() > deadline:
+                ctx.fail(f"{kind}: the replica did not take the writes in 10 s")
+            time.sleep(0.02)
+            before = _snapshot(on_replica)
+        d.limiter(_redis(replica.url), policy)
+        _peek_answers_writes_unavailable(
+            ctx,
+            d,
+            f"{kind}: on the replica",
+            {"tenant": "t", "now_ms": T + 2},
+            0,
+            "READONLY",
+            [
+                ("an acquire", {"op": "acquire_at", "tenant": "t", "now_ms": T + 2}),
+                ("a new tenant, server time", {"op": "acquire", "tenant": "u"}),
+            ],
+        )
+        ctx.check(_snapshot(on_replica) == before, f"{kind}: the replica's keys changed")
+        ctx.check(_snapshot(admin) == before, f"{kind}: the master's keys changed")
+
+
 # -------------------------------------------------------------------- ACL
 
 # What a limiter needs: EVALSHA (every call), EVAL (the NOSCRIPT fallback),
@@ -854,6 +1020,10 @@ ACL_COMMANDS = [
     "hincrby",
     "hkeys",
     "hdel",
+    "exists",
+    "getrange",
+    "set",
+    "setrange",
 ]
 
 
@@ -879,8 +1049,8 @@ def acl(ctx):
     )
     url = f"redis://{user}:{password}@127.0.0.1:{server.port}/"
     d = ctx.driver()
-    for alg in ALGORITHMS:
-        d.limiter(_redis(url), _policy(ns, alg, 3, 60_000))
+    for alg, policy in _every_kind(ns):
+        d.limiter(_redis(url), policy)
         key = d.key("t")
         wait_for_window(admin, 60_000)
         expect_decision(ctx, d.req(op="acquire", tenant="t"), f"{alg} server time", allowed=True)
@@ -902,7 +1072,8 @@ def acl(ctx):
                 f"{alg} caller time #{i}",
                 allowed=i < 3,
             )
-        # After the window: the log trims, the counter drops old fields.
+        # After the window: the log trims, the counter drops old fields, the
+        # bucketed window starts its key again.
         expect_decision(
             ctx,
             d.req(op="acquire_at", tenant="t", now_ms=T + 200_000),
@@ -918,8 +1089,8 @@ def acl(ctx):
         )
         ctx.check(admin("PTTL", key) > 0, f"{alg}: {key} has no TTL")
     before = admin("DBSIZE")
-    for alg in ALGORITHMS:
-        d.limiter(_redis(url), _policy(f"other{ns}", alg, 3, 60_000))
+    for alg, policy in _every_kind(f"other{ns}"):
+        d.limiter(_redis(url), policy)
         key = d.key("t")
         for op in CALLS:
             expect_error(
@@ -946,9 +1117,41 @@ def acl(ctx):
             break
     expect_error(ctx, reply, f"wrong password, at {step}", "permission_denied")
     ctx.check(admin("DBSIZE") == before, "a refused login wrote keys")
+    # A user whose ACL lacks a command a script calls (each script's commands:
+    # docs/compatibility.md, "ACL") is refused inside the script, in words
+    # that differ by server version: permission_denied all the same.
+    lacking = "limiter-without-setrange"
+    admin(
+        "ACL",
+        "SETUSER",
+        lacking,
+        "reset",
+        "on",
+        f">{password}",
+        f"~{ns}:*",
+        "resetchannels",
+        "-@all",
+        *[f"+{c}" for c in ACL_COMMANDS if c != "setrange"],
+    )
+    d.limiter(
+        _redis(f"redis://{lacking}:{password}@127.0.0.1:{server.port}/"),
+        {**_policy(ns, "bucketed_window", 3, 60_000), "buckets": 60},
+    )
+    _record(ctx, d, "bucketed_window without SETRANGE", "lacking", 1)  # a SET
+    dumped = admin("DUMP", d.key("lacking"))
+    expect_error(
+        ctx,
+        d.req(op="acquire_at", tenant="lacking", now_ms=T + 1),
+        "bucketed_window without SETRANGE, a second permit",
+        "permission_denied",
+    )
+    ctx.check(
+        admin("DUMP", d.key("lacking")) == dumped,
+        "a refused command changed the key",
+    )
     # The user really is confined: nothing else, even inside its prefix.
     with Redis("127.0.0.1", server.port, username=user, password=password) as as_user:
-        for command in (["SET", f"{ns}:x", "1"], ["ACL", "WHOAMI"]):
+        for command in (["GET", f"{ns}:x"], ["ACL", "WHOAMI"]):
             try:
                 as_user(*command)
                 ctx.fail(f"the ACL user may run {command[0]}: the scenario proves nothing")
@@ -1438,4 +1641,6 @@ SCENARIOS = {
     "tls": tls,
     "bad_input": bad_input,
     "framing": framing,
+    "oom": oom,
+    "read_only_replica": read_only_replica,
 }

@@ -14,7 +14,7 @@ PY := $(CURDIR)/$(PY_VENV)/bin/python
 PY_DIST := $(PY_DIR)/dist
 PYTHON3 ?= python3
 
-.PHONY: python-venv python-build python-lint test-python test-python-packaging bench-python driver-python
+.PHONY: python-venv python-build python-lint test-python bench-python driver-python
 
 # Re-made when the pins change.
 python-venv: $(PY_VENV)/.installed

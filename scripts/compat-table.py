@@ -5,9 +5,10 @@ Prints the table of `make compat` from what scripts/compat.sh left in
 DIR/ROW/: one line per server (ROW), one column per binding (its
 conformance/all cells over every vector: pass when all pass, else FAIL, or
 DIFF when the decisions were right but the bytes differed between bindings),
-then server-time, audit and ttl (scripts/check-ttl.py afterwards), and the
-seconds the row took. `-` is a step that did not run. Exit 0 only when every
-cell passes.
+then server-time, audit, faults (the scenarios whose server errors differ by
+version; `n/a` on a Cluster row, or with no binding that has a driver) and
+ttl (scripts/check-ttl.py afterwards), and the seconds the row took. `-` is
+a step that did not run. Exit 0 only when every cell passes (or is `n/a`).
 """
 
 import argparse
@@ -57,7 +58,7 @@ def main():
     ap.add_argument("rows", nargs="+")
     a = ap.parse_args()
     bindings = a.bindings.split()
-    steps = ["server-time", "audit", "ttl"]
+    steps = ["server-time", "audit", "faults", "ttl"]
     head = ["server", "version", *bindings, *steps, "secs"]
     table, ok = [], True
     for row in a.rows:
@@ -78,15 +79,19 @@ def main():
         line = [row, version.replace(" ", "-"), *[cells[b] for b in bindings]]
         for s in steps:
             rc = read(os.path.join(d, f"{s}.rc"))
-            line.append("-" if rc is None else ("pass" if rc == "0" else "FAIL"))
+            cell = {None: "-", "0": "pass", "skip": "n/a"}.get(rc, "FAIL")
+            line.append(cell)
         line.append(read(os.path.join(d, "secs"), "-"))
         if read(os.path.join(d, "start.rc")) is not None:
             line[1] = "no-server"
-        ok = ok and all(c == "pass" for c in line[2:-1]) and line[1] != "no-server"
+        ok = ok and all(c in ("pass", "n/a") for c in line[2:-1]) and line[1] != "no-server"
         table.append(line)
     widths = [max(len(str(r[i])) for r in [head, *table]) for i in range(len(head))]
     print()
-    print("compat: conformance per binding (every vector), server-time, short audit, TTL check")
+    print(
+        "compat: conformance per binding (every vector), server-time, short audit,"
+        " version-bound faults, TTL check"
+    )
     for r in [head, *table]:
         print("  " + "  ".join(f"{c!s:<{w}}" for c, w in zip(r, widths)).rstrip())
     if a.total_secs is not None:
@@ -97,7 +102,7 @@ def main():
             d = os.path.join(a.out, row)
             for s in ["conformance", *steps]:
                 rc = read(os.path.join(d, f"{s}.rc"))
-                if rc not in (None, "0"):
+                if rc not in (None, "0", "skip"):
                     err = read(os.path.join(d, f"{s}.err"), "").splitlines()
                     print(f"compat: {row}: {s} exit {rc}; the end of {d}/{s}.err:")
                     for line in err[-12:]:

@@ -72,7 +72,7 @@ run_row() {
   if [[ $(cat "$dir/version") != "$(expected_version "$name")" ]]; then
     echo "compat: $row: the server on :$port is '$(cat "$dir/version")', expected '$(expected_version "$name")'" |
       tee "$dir/conformance.err" "$dir/server-time.err" "$dir/audit.err" >&2
-    for step in conformance server-time audit; do echo 1 >"$dir/$step.rc"; : >"$dir/$step.out"; done
+    for step in conformance server-time audit faults; do echo 1 >"$dir/$step.rc"; : >"$dir/$step.out"; done
     return 0
   fi
   step() {
@@ -98,6 +98,18 @@ run_row() {
     step conformance "$root/conformance/all" "$vectors" $bindings
     step server-time python3 "$root/scripts/compat-server-time.py"
     step audit "$root/audit/run" --windows 3 --targets standalone --runs log:uniform,bucketed:uniform --out "$dir/audit-logs"
+  fi
+  # The fault scenarios whose server errors differ by version (Redis 6.2
+  # wraps a script's OOM and READONLY in its own error), on servers of their
+  # own from this row's binary: standalone rows, the bindings with a driver.
+  local drivers="" b
+  for b in $bindings; do
+    [[ $b != *:* && -e $root/drivers/$b ]] && drivers+="${drivers:+,}$b"
+  done
+  if ((cluster)) || [[ -z $drivers ]]; then
+    echo skip >"$dir/faults.rc"
+  else
+    step faults "$root/faults/run" --drivers "$drivers" --scenarios oom,read_only_replica,acl
   fi
   # Every key the steps left must expire (scripts/check-ttl.py, as make test).
   step ttl python3 "$root/scripts/check-ttl.py"

@@ -44,13 +44,47 @@ pub(crate) enum Row {
     Other,
 }
 
+/// How servers say that the ACL refused a key or a command: `NOPERM` first,
+/// or, for a command a script called, in their own words (Redis 6.2 and 7.0:
+/// "The user executing the script can't run this command or subcommand";
+/// 7.2 and Valkey 8: "ACL failure in script: User u has no permissions to
+/// run the 'set' command").
+const ACL_REFUSALS: [&str; 4] = [
+    "NOPERM",
+    "No permissions",
+    "ACL failure in script",
+    "can't run this command or subcommand",
+];
+
+/// Server states that pass: a load, a busy script, a slot on the move, a
+/// failover, and a full memory (`OOM`: with `maxmemory-policy noeviction` a
+/// script's first write is refused, so nothing was recorded; a denial, which
+/// writes nothing, is still answered).
+fn is_transient(code: &str) -> bool {
+    matches!(
+        code,
+        "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "OOM"
+    )
+}
+
+/// Redis 6.2 and older wrap the error of a command a script ran in their own
+/// text, the command's code after the last `: -` (`ERR Error running script
+/// (call to f_...): @user_script:9: @user_script: 9: -READONLY You can't
+/// ...`); 7.0 and later answer with the command's code first.
+fn wrapped_code(reply: &str) -> Option<&str> {
+    if !reply.starts_with("ERR Error running script") {
+        return None;
+    }
+    let after = &reply[reply.rfind(": -")? + 3..];
+    after.split_whitespace().next()
+}
+
 pub(crate) fn row(reply: &str) -> Row {
-    match reply.split_whitespace().next().unwrap_or("") {
+    let code = reply.split_whitespace().next().unwrap_or("");
+    match code {
         "NOSCRIPT" => return Row::NoScript,
         "MOVED" | "ASK" => return Row::Redirect,
-        "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" => {
-            return Row::Transient
-        }
+        _ if is_transient(code) => return Row::Transient,
         // An auth refusal is the same kind of failure as an ACL one: the
         // server will not run commands for these credentials, and retrying
         // cannot help. WRONGPASS answers AUTH/HELLO with a wrong password;
@@ -62,13 +96,16 @@ pub(crate) fn row(reply: &str) -> Row {
     if reply.starts_with(INVALID_ARGUMENT_REPLY) {
         return Row::InvalidArgument;
     }
+    if wrapped_code(reply).is_some_and(is_transient) {
+        return Row::Transient;
+    }
     // Inside a script the server wraps the command's error in its own text
     // ("ERR Error running script ...: WRONGTYPE ..."); the scripts also answer
     // `WRONGTYPE slidelimit: ...` for a key of the right type holding data
     // slidelimit did not write.
     if reply.contains("WRONGTYPE") {
         Row::WrongType
-    } else if reply.contains("NOPERM") || reply.contains("No permissions") {
+    } else if ACL_REFUSALS.iter().any(|text| reply.contains(text)) {
         Row::PermissionDenied
     } else {
         Row::Other
@@ -272,11 +309,30 @@ mod tests {
             "CLUSTERDOWN The cluster is down",
             "MASTERDOWN Link with MASTER is down and replica-serve-stale-data is set to 'no'.",
             "READONLY You can't write against a read only replica.",
+            // Redis 7.0 and later, a script's first write at maxmemory.
+            "OOM command not allowed when used memory > 'maxmemory'. script: 6f1e, on @user_script:75.",
+            // Redis 6.2's wrapping of a command's error inside a script.
+            "ERR Error running script (call to f_6f1e): @user_script:75: @user_script: 75: -OOM command not allowed when used memory > 'maxmemory'.",
+            "ERR Error running script (call to f_6f1e): @user_script:75: @user_script: 75: -READONLY You can't write against a read only replica.",
         ] {
             let e = fail(reply);
             assert_eq!(e.code(), ErrorCode::Unavailable, "{reply}");
             assert_eq!(e.message(), format!("redis unavailable: {reply}"));
             assert_eq!(map_server_error_after_retry(reply, KEY, LOG), e);
+            assert_eq!(map_command_error(reply), e);
+            if reply.contains("OOM") {
+                // Memory does not free itself within a call's timeout.
+                assert_eq!(resend_pause_ms(reply, 0), None, "{reply}");
+            }
+        }
+        // Only the wrapped command's code counts: a script error that merely
+        // mentions one, or a code in a script's own text, stays a script error.
+        for reply in [
+            "ERR Error running script (call to f_x): @user_script:3: user_script:3: attempt to index OOM",
+            "ERR slidelimit: -READONLY in our own words",
+            "ERR Error running script (call to f_x): @user_script:3: -OOMPH not a code",
+        ] {
+            assert_eq!(fail(reply).code(), ErrorCode::ScriptError, "{reply}");
         }
     }
 
@@ -345,6 +401,11 @@ mod tests {
             "NOPERM User rl has no permissions to access the 'x' key",
             "ERR Error running script (call to f_x): @user_script:1: NOPERM this user has no permissions",
             "ERR Error running script: No permissions to access a key",
+            // A command the user may not run, called by a script: Redis 6.2,
+            // 7.0, then 7.2 and Valkey 8.
+            "ERR Error running script (call to f_x): @user_script:1: @user_script: 1: The user executing the script can't run this command or subcommand",
+            "ERR The user executing the script can't run this command or subcommand script: 9f1e, on @user_script:169.",
+            "ERR ACL failure in script: User limiter has no permissions to run the 'setrange' command script: 9f1e, on @user_script:169.",
         ] {
             let e = fail(reply);
             assert_eq!(e.code(), ErrorCode::PermissionDenied, "{reply}");
