@@ -890,68 +890,93 @@ def _peek_answers_writes_unavailable(ctx, d, where, peek, remaining, word, write
         )
 
 
-def oom(ctx):
-    """With `maxmemory-policy noeviction` and the memory full, Redis refuses a
-    script's first write (OOM). An acquire that would admit is unavailable,
-    the reply in its message, and records nothing; a denial and a peek, which
-    write nothing, are still decisions; a reset (DEL) still works. Once there
-    is room again, the same limiter admits, counting what it held before.
-    (Redis 6.2 wraps the OOM in its own script error; `make compat` runs this
-    scenario there too.)"""
+# A server state that refuses writes, how to enter and leave it, the word
+# its error holds, and whether DEL (a reset) is refused too.
+_REFUSING_STATES = (
+    # At maxmemory with noeviction a script's first write is refused, DEL
+    # is not: it frees memory. Any memory in use is over one byte.
+    ("maxmemory", ("maxmemory", "1"), ("maxmemory", "0"), "OOM", False),
+    # A master told to write only with a replica, and none connected.
+    (
+        "min-replicas-to-write",
+        ("min-replicas-to-write", "1"),
+        ("min-replicas-to-write", "0"),
+        "NOREPLICAS",
+        True,
+    ),
+)
+
+
+def refused_writes(ctx):
+    """A server that refuses writes for a state it is in (`OOM` at maxmemory
+    with `maxmemory-policy noeviction`; `NOREPLICAS` under
+    `min-replicas-to-write` without a replica): an acquire that would admit
+    is unavailable, the server's word in its message, and records nothing; a
+    denial and a peek, which write nothing, are still decisions; a reset is
+    refused alike unless the state lets DEL through (at maxmemory it frees
+    memory). Once the state ends, the same limiter admits, counting what it
+    held before. (Redis 6.2 wraps these errors in its own script error;
+    `make compat` runs this scenario there too.)"""
     server = ctx.redis(args=["--maxmemory-policy", "noeviction"])
     admin = server.client()
     d = ctx.driver()
-    for n, (kind, policy) in enumerate(_every_kind("oom")):
-        admin("CONFIG", "SET", "maxmemory", "0")
-        d.limiter(_redis(server.url), policy)
-        _record(ctx, d, kind, "full", 3)
-        _record(ctx, d, kind, "part", 1)
-        # Any memory in use is over a maxmemory of one byte.
-        admin("CONFIG", "SET", "maxmemory", "1")
-        before = _snapshot(admin)
-        expect_decision(
-            ctx,
-            d.req(op="acquire_at", tenant="full", now_ms=T + 10),
-            f"{kind}: a denial at maxmemory",
-            allowed=False,
-        )
-        _peek_answers_writes_unavailable(
-            ctx,
-            d,
-            f"{kind}: at maxmemory",
-            {"tenant": "fresh", "now_ms": T + 10},
-            2,
-            "OOM",
-            [
-                ("a new tenant", {"op": "acquire_at", "tenant": "fresh", "now_ms": T + 10}),
-                ("a new tenant, server time", {"op": "acquire", "tenant": f"fresh-{n}"}),
-                ("a tenant with room", {"op": "acquire_at", "tenant": "part", "now_ms": T + 11}),
-                ("cost 2", {"op": "acquire_at", "tenant": "part", "now_ms": T + 11, "cost": 2}),
-            ],
-        )
-        admin("SCRIPT", "FLUSH")  # the NOSCRIPT fallback's EVAL meets the same refusal
-        expect_error(
-            ctx,
-            d.req(op="acquire_at", tenant="part", now_ms=T + 12),
-            f"{kind}: after SCRIPT FLUSH at maxmemory",
-            "unavailable",
-            contains=["OOM"],
-        )
-        ctx.check(_snapshot(admin) == before, f"{kind}: a refused acquire changed a key")
-        d.ok(f"{kind}: reset at maxmemory", op="reset", tenant="full")
-        ctx.check(
-            not [k for k in admin.scan_all() if b":full}" in k],
-            f"{kind}: reset at maxmemory left the tenant's keys",
-        )
-        admin("CONFIG", "SET", "maxmemory", "0")
-        expect_decision(
-            ctx,
-            d.req(op="acquire_at", tenant="part", now_ms=T + 13),
-            f"{kind}: room again, the tenant's second permit",
-            allowed=True,
-            remaining=1,
-        )
-        admin("FLUSHALL")
+    for state, enter, leave, word, refuses_del in _REFUSING_STATES:
+        for n, (kind, policy) in enumerate(_every_kind("refused")):
+            where = f"{kind}, {state}"
+            d.limiter(_redis(server.url), policy)
+            _record(ctx, d, where, "full", 3)
+            _record(ctx, d, where, "part", 1)
+            admin("CONFIG", "SET", *enter)
+            before = _snapshot(admin)
+            expect_decision(
+                ctx,
+                d.req(op="acquire_at", tenant="full", now_ms=T + 10),
+                f"{where}: a denial",
+                allowed=False,
+            )
+            _peek_answers_writes_unavailable(
+                ctx,
+                d,
+                where,
+                {"tenant": "fresh", "now_ms": T + 10},
+                2,
+                word,
+                [
+                    ("a new tenant", {"op": "acquire_at", "tenant": "fresh", "now_ms": T + 10}),
+                    ("a new tenant, server time", {"op": "acquire", "tenant": f"fresh-{n}"}),
+                    (
+                        "a tenant with room",
+                        {"op": "acquire_at", "tenant": "part", "now_ms": T + 11},
+                    ),
+                    ("cost 2", {"op": "acquire_at", "tenant": "part", "now_ms": T + 11, "cost": 2}),
+                ],
+            )
+            admin("SCRIPT", "FLUSH")  # the NOSCRIPT fallback's EVAL meets the same refusal
+            expect_error(
+                ctx,
+                d.req(op="acquire_at", tenant="part", now_ms=T + 12),
+                f"{where}: after SCRIPT FLUSH",
+                "unavailable",
+                contains=[word],
+            )
+            ctx.check(_snapshot(admin) == before, f"{where}: a refused acquire changed a key")
+            reset = d.req(op="reset", tenant="full")
+            full_keys = [k for k in admin.scan_all() if b":full}" in k]
+            if refuses_del:
+                expect_error(ctx, reset, f"{where}: a reset", "unavailable", contains=[word])
+                ctx.check(_snapshot(admin) == before, f"{where}: a refused reset changed a key")
+            else:
+                ctx.check(reset == {"ok": True}, f"{where}: a reset: {reset}")
+                ctx.check(not full_keys, f"{where}: the reset left {full_keys}")
+            admin("CONFIG", "SET", *leave)
+            expect_decision(
+                ctx,
+                d.req(op="acquire_at", tenant="part", now_ms=T + 13),
+                f"{where}, left: the tenant's second permit",
+                allowed=True,
+                remaining=1,
+            )
+            admin("FLUSHALL")
     ctx.check(
         admin("CONFIG", "GET", "maxmemory-policy")[1] in (b"noeviction", "noeviction"),
         "the server evicts: the scenario proves nothing",
@@ -1641,6 +1666,6 @@ SCENARIOS = {
     "tls": tls,
     "bad_input": bad_input,
     "framing": framing,
-    "oom": oom,
+    "refused_writes": refused_writes,
     "read_only_replica": read_only_replica,
 }

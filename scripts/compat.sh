@@ -109,7 +109,7 @@ run_row() {
   if ((cluster)) || [[ -z $drivers ]]; then
     echo skip >"$dir/faults.rc"
   else
-    step faults "$root/faults/run" --drivers "$drivers" --scenarios oom,read_only_replica,acl
+    step faults "$root/faults/run" --drivers "$drivers" --scenarios refused_writes,read_only_replica,acl
   fi
   # Every key the steps left must expire (scripts/check-ttl.py, as make test).
   step ttl python3 "$root/scripts/check-ttl.py"

@@ -57,13 +57,24 @@ const ACL_REFUSALS: [&str; 4] = [
 ];
 
 /// Server states that pass: a load, a busy script, a slot on the move, a
-/// failover, and a full memory (`OOM`: with `maxmemory-policy noeviction` a
-/// script's first write is refused, so nothing was recorded; a denial, which
-/// writes nothing, is still answered).
+/// failover, and the states in which a master refuses writes: a full memory
+/// (`OOM`, with `maxmemory-policy noeviction`), too few replicas for
+/// `min-replicas-to-write` (`NOREPLICAS`), a failed save with
+/// `stop-writes-on-bgsave-error` (`MISCONF`). Redis refuses a script's write
+/// only before its first one, so nothing was recorded; a denial, which
+/// writes nothing, is still answered.
 fn is_transient(code: &str) -> bool {
     matches!(
         code,
-        "LOADING" | "BUSY" | "TRYAGAIN" | "CLUSTERDOWN" | "MASTERDOWN" | "READONLY" | "OOM"
+        "LOADING"
+            | "BUSY"
+            | "TRYAGAIN"
+            | "CLUSTERDOWN"
+            | "MASTERDOWN"
+            | "READONLY"
+            | "OOM"
+            | "NOREPLICAS"
+            | "MISCONF"
     )
 }
 
@@ -314,14 +325,17 @@ mod tests {
             // Redis 6.2's wrapping of a command's error inside a script.
             "ERR Error running script (call to f_6f1e): @user_script:75: @user_script: 75: -OOM command not allowed when used memory > 'maxmemory'.",
             "ERR Error running script (call to f_6f1e): @user_script:75: @user_script: 75: -READONLY You can't write against a read only replica.",
+            "NOREPLICAS Not enough good replicas to write. script: 6f1e, on @user_script:183.",
+            "ERR Error running script (call to f_6f1e): @user_script:183: @user_script: 183: -NOREPLICAS Not enough good replicas to write.",
+            "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. script: 6f1e, on @user_script:183.",
         ] {
             let e = fail(reply);
             assert_eq!(e.code(), ErrorCode::Unavailable, "{reply}");
             assert_eq!(e.message(), format!("redis unavailable: {reply}"));
             assert_eq!(map_server_error_after_retry(reply, KEY, LOG), e);
             assert_eq!(map_command_error(reply), e);
-            if reply.contains("OOM") {
-                // Memory does not free itself within a call's timeout.
+            if !reply.contains("TRYAGAIN") {
+                // Only a slot's move ends within a call's timeout.
                 assert_eq!(resend_pause_ms(reply, 0), None, "{reply}");
             }
         }
