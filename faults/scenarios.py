@@ -334,6 +334,39 @@ CALLS: list[dict[str, Any]] = [
 ]
 
 
+def max_clients(ctx):
+    """A server at `maxclients` refuses every new connection ("ERR max number
+    of clients reached", then it closes it): each call is `unavailable`
+    within the timeout, never a decision nor a script error, on both clocks
+    and for reset; once a connection frees, the same limiter decides again.
+    A refused acquire may still be counted later (a client that queues
+    commands while it reconnects, as ioredis does), never more than once."""
+    server = ctx.redis(args=["--maxclients", "2"])
+    admin = server.client()
+    holder = server.client()  # the second and last client
+    holder("PING")
+    d = ctx.driver()
+    d.limiter(_redis(server.url, timeout_ms=500), _policy("full", "sliding_log", 100, 60_000))
+    for op in CALLS:
+        reply = d.req(**op)
+        expect_error(ctx, reply, f"at maxclients: {op['op']}", "unavailable")
+    ctx.check(admin("DBSIZE") == 0, "a refused client wrote keys")
+    acquires = sum(op["op"].startswith("acquire") for op in CALLS)
+    holder.close()
+    deadline, reply = time.monotonic() + 10, None
+    while time.monotonic() < deadline:
+        reply = d.req(op="acquire_at", tenant="t", now_ms=T)
+        acquires += 1
+        if not is_error(reply, "unavailable"):
+            break
+        time.sleep(0.1)
+    if expect_decision(ctx, reply, "a connection free again", allowed=True):
+        ctx.check(
+            100 - acquires <= reply["remaining"] <= 99,
+            f"{acquires} acquires sent, remaining {reply['remaining']} of 100",
+        )
+
+
 def unreachable(ctx):
     """Nothing listening (a closed port, a killed server's port): every call
     is unavailable within the configured timeout."""
@@ -1668,4 +1701,5 @@ SCENARIOS = {
     "framing": framing,
     "refused_writes": refused_writes,
     "read_only_replica": read_only_replica,
+    "max_clients": max_clients,
 }

@@ -56,6 +56,9 @@ const ACL_REFUSALS: [&str; 4] = [
     "can't run this command or subcommand",
 ];
 
+/// What a server at its `maxclients` answers a new connection's first command.
+const MAX_CLIENTS_REACHED: &str = "ERR max number of clients reached";
+
 /// Server states that pass: a load, a busy script, a slot on the move, a
 /// failover, and the states in which a master refuses writes: a full memory
 /// (`OOM`, with `maxmemory-policy noeviction`), too few replicas for
@@ -107,7 +110,8 @@ pub(crate) fn row(reply: &str) -> Row {
     if reply.starts_with(INVALID_ARGUMENT_REPLY) {
         return Row::InvalidArgument;
     }
-    if wrapped_code(reply).is_some_and(is_transient) {
+    // A server at `maxclients` answers a new connection so, then closes it.
+    if wrapped_code(reply).is_some_and(is_transient) || reply == MAX_CLIENTS_REACHED {
         return Row::Transient;
     }
     // Inside a script the server wraps the command's error in its own text
@@ -328,6 +332,7 @@ mod tests {
             "NOREPLICAS Not enough good replicas to write. script: 6f1e, on @user_script:183.",
             "ERR Error running script (call to f_6f1e): @user_script:183: @user_script: 183: -NOREPLICAS Not enough good replicas to write.",
             "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. script: 6f1e, on @user_script:183.",
+            "ERR max number of clients reached",
         ] {
             let e = fail(reply);
             assert_eq!(e.code(), ErrorCode::Unavailable, "{reply}");
