@@ -109,6 +109,7 @@ const (
 	fnDenyCacheCheck
 	fnDenyCacheRecord
 	fnDenyCacheForget
+	fnDenyCachesForgetTenant
 	fnCount
 )
 
@@ -126,6 +127,7 @@ var fnNames = [fnCount]string{
 	"slidelimit_metric_wait_seconds", "slidelimit_default_namespace", "slidelimit_default_algorithm",
 	"slidelimit_default_timeout_ms", "slidelimit_deny_cache_new", "slidelimit_deny_cache_free",
 	"slidelimit_deny_cache_check", "slidelimit_deny_cache_record", "slidelimit_deny_cache_forget",
+	"slidelimit_deny_caches_forget_tenant",
 }
 
 // maxInstances caps the pool: each instance holds 1.1 MiB of wasm memory
@@ -1170,20 +1172,33 @@ func (h *denyCacheHandle) record(tenant string, cost uint64, d Decision, monoMs 
 	runtime.KeepAlive(h)
 }
 
-// forget drops tenant's entry.
+// forget drops tenant's entry: a reset through this Limiter. As a reset in
+// this process it reaches every cache, and each instance is a copy of core
+// with a memory of its own, so the others are told one at a time (never two
+// instances locked at once).
 func (h *denyCacheHandle) forget(tenant string) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.ptr == 0 {
 		return
 	}
-	in := h.in
-	in.mu.Lock()
-	defer in.release()
-	if t, tLen, err := in.bytes(tenant); err == nil {
-		_, _ = in.call(fnDenyCacheForget, uint64(h.ptr), t, tLen)
-		runtime.KeepAlive(h)
+	own := h.in
+	own.mu.Lock()
+	if t, tLen, err := own.bytes(tenant); err == nil {
+		_, _ = own.call(fnDenyCacheForget, uint64(h.ptr), t, tLen)
 	}
+	own.release()
+	for _, in := range *pool.all.Load() {
+		if in == own {
+			continue
+		}
+		in.mu.Lock()
+		if t, tLen, err := in.bytes(tenant); err == nil {
+			_, _ = in.call(fnDenyCachesForgetTenant, t, tLen)
+		}
+		in.release()
+	}
+	runtime.KeepAlive(h)
 }
 
 // cString runs a function that returns a static NUL-terminated string ("" if

@@ -109,3 +109,33 @@ func TestWasmPoolUnderConcurrency(t *testing.T) {
 		t.Errorf("%d instances, cap %d (at most %d)", n, pool.max, maxInstances)
 	}
 }
+
+// Two caches in two instances (two copies of core, two memories): a reset
+// through one still drops the tenant's entry in the other.
+func TestWasmResetReachesACacheInAnotherInstance(t *testing.T) {
+	first, err := newDenyCacheHandle(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.free()
+	// With first's instance busy the pool hands out (or makes) another.
+	first.in.mu.Lock()
+	second, err := newDenyCacheHandle(0)
+	first.in.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.free()
+	if first.in == second.in {
+		t.Fatal("both caches are in one instance: the test proves nothing")
+	}
+	denied := Decision{RetryAfterMs: 500, ResetAfterMs: 500, NowMs: 1000}
+	second.record("t", 1, denied, 0)
+	if _, hit := second.check("t", 1, 10); !hit {
+		t.Fatal("the denial is not cached")
+	}
+	first.forget("t")
+	if d, hit := second.check("t", 1, 20); hit {
+		t.Fatalf("a reset through another instance's cache left %+v", d)
+	}
+}

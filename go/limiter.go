@@ -294,9 +294,9 @@ func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = 
 // AcquireN of the same or a greater cost is denied locally, without a Redis
 // call, with the retry-after reduced by the time gone by; a smaller cost
 // still asks Redis. It serves only Acquire and AcquireN on Redis time:
-// Peek, PeekAt and AcquireAt never read or fill it. The Limiter's own Reset
-// forgets the tenant; a reset done by another process (or another Limiter)
-// is not seen, so the tenant stays denied here until the cached retry-after
+// Peek, PeekAt and AcquireAt never read or fill it. A Reset through any
+// Limiter of the process forgets the tenant in every Limiter's cache; a
+// reset done by another process is not seen, so the tenant stays denied here until the cached retry-after
 // runs out. Local denials reach observers like any denial, with
 // AcquireEvent.Local set. NewMemory ignores it.
 func WithDenyCache(capacity int) Option {

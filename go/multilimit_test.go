@@ -382,6 +382,31 @@ func TestDenyCacheResetAndOff(t *testing.T) {
 	}
 }
 
+// A Reset through any Limiter of the process reaches every Limiter's cache:
+// a tenant denied locally by one asks Redis again after another resets it.
+func TestDenyCacheSeesAResetThroughAnotherLimiter(t *testing.T) {
+	client := denyCacheServer(t)
+	p := testPolicy(t, slidelimit.SlidingLog, 1, 60_000)
+	resetter, cached := newRedisLimiter(t, client, p), newRedisLimiter(t, client, p)
+	acquireN(t, cached, "t", 1)
+	if calls := evalShas(t, client, func() { acquireN(t, cached, "t", 1) }); calls != 1 {
+		t.Fatalf("%d EVALSHA for the first denial, want 1", calls)
+	}
+	if calls := evalShas(t, client, func() { acquireN(t, cached, "t", 1) }); calls != 0 {
+		t.Fatalf("%d EVALSHA for a cached denial, want 0", calls)
+	}
+	if removed, err := resetter.Reset(ctx, "t"); err != nil || !removed {
+		t.Fatalf("Reset: %v %v", removed, err)
+	}
+	if calls := evalShas(t, client, func() {
+		if d := acquireN(t, cached, "t", 1); !d.Allowed {
+			t.Fatalf("after another Limiter's Reset: %+v", d)
+		}
+	}); calls != 1 {
+		t.Fatalf("%d EVALSHA after another Limiter's Reset, want 1", calls)
+	}
+}
+
 // A local denial of a policy of several limits names the limit Redis named.
 func TestDenyCacheKeepsDeniedBy(t *testing.T) {
 	client := denyCacheServer(t)

@@ -119,7 +119,8 @@ export interface LimiterOptions {
    * tenant with cost >= c within R are denied in-process without a Redis
    * call. Only acquires on server time use it (not peeks, not `nowMs`).
    * A reset by another process is not seen: the tenant stays denied here
-   * until the cached retry runs out (this limiter's own `reset` clears it).
+   * until the cached retry runs out (a `reset` through any limiter of this
+   * process clears it in every limiter's cache).
    * `false` switches it off; `capacity` is 1 to 2^24 tenants
    * (`InvalidArgumentError` naming `deny_cache_capacity` otherwise).
    */

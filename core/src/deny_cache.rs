@@ -6,12 +6,43 @@
 //! Why it is safe: a denial records nothing, and with no reset a limit's
 //! count only falls as time passes, so a request of cost >= c cannot pass
 //! before the retry Redis gave for c (other traffic only makes it later).
-//! What it cannot see is another process's `reset`: a tenant reset elsewhere
-//! stays denied here until the cached retry runs out.
+//! A reset in this process, through any limiter, reaches every cache of the
+//! process ([`forget_tenant`]); what a cache cannot see is another process's
+//! `reset`: a tenant reset elsewhere stays denied here until the cached retry
+//! runs out.
 
 use crate::decision::Decision;
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Resets seen in this process, counted per slot of tenants (a tenant's
+/// slot is a hash of its name): an entry made before its slot's count moved
+/// is dropped. Tenants that share a slot drop each other's entries, which
+/// costs one Redis call, never a wrong denial. A process holds one table per
+/// copy of this crate (one per wasm instance).
+static RESETS: [AtomicU64; RESET_SLOTS] = [const { AtomicU64::new(0) }; RESET_SLOTS];
+const RESET_SLOTS: usize = 1024;
+
+/// FNV-1a: stable, and enough to spread tenants over the slots.
+fn reset_slot(tenant: &str) -> usize {
+    let hash = tenant.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    (hash % RESET_SLOTS as u64) as usize
+}
+
+/// Every deny cache of this process (this copy of the crate) forgets
+/// `tenant`: what a `reset` of the tenant through any limiter does. A
+/// binding whose caches live in several copies (several wasm instances)
+/// calls it in each.
+pub fn forget_tenant(tenant: &str) {
+    RESETS[reset_slot(tenant)].fetch_add(1, Ordering::AcqRel);
+}
+
+fn resets_of(slot: usize) -> u64 {
+    RESETS[slot].load(Ordering::Acquire)
+}
 
 /// Entries a binding's cache holds when the caller names no capacity.
 pub const DEFAULT_DENY_CACHE_CAPACITY: usize = 10_000;
@@ -26,6 +57,9 @@ struct Entry {
     at_ms: u64,
     /// Its position in the recency order.
     tick: u64,
+    /// Its tenant's slot in `RESETS`, and that slot's count when it was made.
+    slot: usize,
+    resets: u64,
 }
 
 /// A bounded (least recently used first out) map from tenant to its last
@@ -83,8 +117,8 @@ impl DenyCache {
     pub fn check(&mut self, tenant: &str, cost: u64, now_ms: u64) -> Option<Decision> {
         let entry = self.entries.get(tenant)?;
         let elapsed = now_ms.saturating_sub(entry.at_ms);
-        if elapsed >= entry.decision.retry_after_ms {
-            self.forget(tenant);
+        if elapsed >= entry.decision.retry_after_ms || resets_of(entry.slot) != entry.resets {
+            self.remove(tenant);
             return None;
         }
         if cost < entry.cost {
@@ -122,11 +156,11 @@ impl DenyCache {
     pub fn record(&mut self, tenant: &str, cost: u64, decision: &Decision, now_ms: u64) {
         if decision.allowed {
             if self.entries.get(tenant).is_some_and(|e| cost < e.cost) {
-                self.forget(tenant);
+                self.remove(tenant);
             }
             return;
         }
-        self.forget(tenant);
+        self.remove(tenant);
         if decision.retry_after_ms == 0 {
             return;
         }
@@ -137,6 +171,7 @@ impl DenyCache {
             self.entries.remove(&oldest);
         }
         let tick = self.bump();
+        let slot = reset_slot(tenant);
         self.order.insert(tick, tenant.to_owned());
         self.entries.insert(
             tenant.to_owned(),
@@ -145,12 +180,20 @@ impl DenyCache {
                 decision: *decision,
                 at_ms: now_ms,
                 tick,
+                slot,
+                resets: resets_of(slot),
             },
         );
     }
 
-    /// Drops `tenant`'s entry (this process's `reset` of the tenant).
+    /// A `reset` of `tenant` in this process: this cache and every other of
+    /// the process ([`forget_tenant`]) drop its entry.
     pub fn forget(&mut self, tenant: &str) {
+        forget_tenant(tenant);
+        self.remove(tenant);
+    }
+
+    fn remove(&mut self, tenant: &str) {
         if let Some(entry) = self.entries.remove(tenant) {
             self.order.remove(&entry.tick);
         }
@@ -222,12 +265,34 @@ mod tests {
         // An admission with no entry caches nothing.
         c.record("t", 2, &allowed, 40);
         assert!(c.is_empty());
-        c.record("t", 1, &denial(500, 500, 0), 0);
-        c.forget("t");
-        assert_eq!(c.check("t", 1, 10), None);
-        c.record("t", 1, &denial(500, 500, 0), 0);
+        // (Each test names its own tenants: a reset reaches every cache of
+        // the process, those of the tests running beside this one too.)
+        c.record("reset-t", 1, &denial(500, 500, 0), 0);
+        c.forget("reset-t");
+        assert_eq!(c.check("reset-t", 1, 10), None);
+        c.record("reset-t", 1, &denial(500, 500, 0), 0);
         c.clear();
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn a_reset_reaches_every_cache_of_the_process() {
+        let (mut a, mut b) = (DenyCache::new(4).unwrap(), DenyCache::new(4).unwrap());
+        for c in [&mut a, &mut b] {
+            c.record("everywhere-t", 1, &denial(500, 500, 0), 0);
+            c.record("everywhere-u", 1, &denial(500, 500, 0), 0);
+        }
+        assert_ne!(reset_slot("everywhere-t"), reset_slot("everywhere-u"));
+        a.forget("everywhere-t");
+        assert_eq!(b.check("everywhere-t", 1, 10), None, "reset through a");
+        assert!(b.check("everywhere-u", 1, 10).is_some(), "another slot");
+        // A denial Redis gives after the reset is cached as ever.
+        b.record("everywhere-t", 1, &denial(500, 500, 0), 20);
+        assert!(b.check("everywhere-t", 1, 30).is_some());
+        // The same through the function a binding calls in each wasm instance.
+        forget_tenant("everywhere-t");
+        assert_eq!(b.check("everywhere-t", 1, 40), None);
+        assert!(a.check("everywhere-u", 1, 40).is_some());
     }
 
     #[test]

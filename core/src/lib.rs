@@ -33,7 +33,9 @@ mod server_error;
 mod timeout;
 
 pub use decision::{Decision, MAX_LIMITS, MULTI_REPLY_LEN, REPLY_LEN};
-pub use deny_cache::{DenyCache, DEFAULT_DENY_CACHE_CAPACITY, MAX_DENY_CACHE_CAPACITY};
+pub use deny_cache::{
+    forget_tenant, DenyCache, DEFAULT_DENY_CACHE_CAPACITY, MAX_DENY_CACHE_CAPACITY,
+};
 pub use engine::MemoryEngine;
 pub use error::{classify_server_error, Error, ErrorCode, Result, ServerErrorKind};
 pub use key::{

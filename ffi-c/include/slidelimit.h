@@ -690,9 +690,19 @@ slidelimit_result slidelimit_deny_cache_check(const struct slidelimit_deny_cache
 slidelimit_result slidelimit_deny_cache_record(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len, uint64_t cost, bool allowed, uint64_t remaining, uint64_t retry_after_ms, uint64_t reset_after_ms, uint64_t now_ms, int32_t denied_by, uint64_t mono_ms);
 
 /**
- * Drops `tenant`'s entry: call it on this limiter's own reset of the tenant.
+ * Drops `tenant`'s entry: call it on a reset of the tenant through this
+ * limiter. Every other deny cache of the process drops it too (core's
+ * `forget_tenant`), as far as this copy of the library reaches.
  */
 slidelimit_result slidelimit_deny_cache_forget(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len);
+
+/**
+ * Every deny cache in this copy of the library drops `tenant`'s entry,
+ * without a cache at hand: `slidelimit_deny_cache_forget` does it for the
+ * caches beside its own. Only a binding that runs several copies (several
+ * wasm instances, each with its own memory) calls it, in the others.
+ */
+slidelimit_result slidelimit_deny_caches_forget_tenant(const uint8_t *tenant, size_t tenant_len);
 
 /**
  * Drops every entry.

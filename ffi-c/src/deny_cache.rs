@@ -138,7 +138,9 @@ pub unsafe extern "C" fn slidelimit_deny_cache_record(
     })
 }
 
-/// Drops `tenant`'s entry: call it on this limiter's own reset of the tenant.
+/// Drops `tenant`'s entry: call it on a reset of the tenant through this
+/// limiter. Every other deny cache of the process drops it too (core's
+/// `forget_tenant`), as far as this copy of the library reaches.
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_deny_cache_forget(
     cache: *const slidelimit_deny_cache,
@@ -149,6 +151,21 @@ pub unsafe extern "C" fn slidelimit_deny_cache_forget(
         let cache = reference("cache", cache)?;
         let tenant = tenant_input(tenant, tenant_len)?;
         cache.lock().forget(tenant);
+        Ok(())
+    })
+}
+
+/// Every deny cache in this copy of the library drops `tenant`'s entry,
+/// without a cache at hand: `slidelimit_deny_cache_forget` does it for the
+/// caches beside its own. Only a binding that runs several copies (several
+/// wasm instances, each with its own memory) calls it, in the others.
+#[no_mangle]
+pub unsafe extern "C" fn slidelimit_deny_caches_forget_tenant(
+    tenant: *const u8,
+    tenant_len: usize,
+) -> slidelimit_result {
+    boundary(MessageOut::NONE, || {
+        slidelimit_core::forget_tenant(tenant_input(tenant, tenant_len)?);
         Ok(())
     })
 }

@@ -1067,6 +1067,33 @@ static void test_deny_cache_capacity(void) {
         SLIDELIMIT_RESULT_NULL_POINTER);
 }
 
+/* A reset through one limiter's cache reaches every cache of the process;
+ * slidelimit_deny_caches_forget_tenant does it without a cache at hand. */
+static void test_deny_cache_reset_reaches_every_cache(void) {
+  slidelimit_deny_cache *a = NULL, *b = NULL;
+  uint8_t msg[128];
+  size_t msg_len = 0;
+  slidelimit_field field = STALE;
+  const uint8_t *t = (const uint8_t *)"ffi-reset-t";
+  const size_t t_len = strlen("ffi-reset-t");
+  bool hit = false;
+  slidelimit_decision d;
+  CHECK(slidelimit_deny_cache_new(0, &a, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_new(0, &b, msg, sizeof msg, &msg_len, &field) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_record(a, t, t_len, 1, false, 0, 500, 500, 1000, 1, 0) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_record(b, t, t_len, 1, false, 0, 500, 500, 1000, 1, 0) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_check(b, t, t_len, 1, 10, &hit, &d) == SLIDELIMIT_RESULT_OK && hit);
+  CHECK(slidelimit_deny_cache_forget(a, t, t_len) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_check(b, t, t_len, 1, 20, &hit, &d) == SLIDELIMIT_RESULT_OK && !hit);
+  CHECK(slidelimit_deny_cache_record(b, t, t_len, 1, false, 0, 500, 500, 1030, 1, 30) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_check(b, t, t_len, 1, 40, &hit, &d) == SLIDELIMIT_RESULT_OK && hit);
+  CHECK(slidelimit_deny_caches_forget_tenant(t, t_len) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_check(b, t, t_len, 1, 50, &hit, &d) == SLIDELIMIT_RESULT_OK && !hit);
+  CHECK(slidelimit_deny_caches_forget_tenant(NULL, 1) == SLIDELIMIT_RESULT_NULL_POINTER);
+  slidelimit_deny_cache_free(a);
+  slidelimit_deny_cache_free(b);
+}
+
 int main(void) {
   slidelimit_policy *p = NULL;
   test_names();
@@ -1083,6 +1110,7 @@ int main(void) {
   test_metrics();
   test_bucketed();
   test_deny_cache_capacity();
+  test_deny_cache_reset_reaches_every_cache();
   slidelimit_policy_free(p);
   printf("ffi_test: %d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;

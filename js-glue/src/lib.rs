@@ -486,7 +486,8 @@ impl DenyCache {
         Ok(held(&self.inner))
     }
 
-    /// Drops `tenant` (this limiter's own reset). Returns the tenants held.
+    /// Drops `tenant` in this and every other cache of the process (a reset
+    /// through this limiter). Returns the tenants held.
     pub fn forget(&mut self, tenant: &str) -> u32 {
         self.inner.forget(tenant);
         held(&self.inner)

@@ -80,7 +80,8 @@ macro_rules! shared_exports {
                 self.inner.size()
             }
 
-            /// Drops `tenant` (this limiter's own reset); returns the tenants held.
+            /// Drops `tenant` in this and every other cache of the process (a
+            /// reset through this limiter); returns the tenants held.
             #[$attr]
             pub fn forget(&mut self, tenant: String) -> u32 {
                 self.inner.forget(&tenant)

@@ -150,6 +150,20 @@ test('reset clears the tenant\'s cached denial, and only its', async () => {
   await l.reset('b');
 });
 
+test('a reset through another limiter of the process clears the cached denial too', async () => {
+  const p = policy({ limit: 1 });
+  const cached = new Limiter(redis, p);
+  const resetter = new Limiter(redis, p);
+  await cached.acquire('elsewhere');
+  assert.equal((await cached.acquire('elsewhere')).allowed, false);
+  assert.equal((await cached.acquire('elsewhere')).allowed, false);
+  assert.equal(await scriptCalls(p.resource), 2, 'the second denial is local');
+  assert.equal(await resetter.reset('elsewhere'), true);
+  assert.equal((await cached.acquire('elsewhere')).allowed, true, 'Redis is asked');
+  assert.equal(await scriptCalls(p.resource), 3);
+  await cached.reset('elsewhere');
+});
+
 test('switched off, every acquire asks Redis', async () => {
   const p = policy({ limit: 1 });
   const l = new Limiter(redis, p, { denyCache: false });

@@ -92,6 +92,22 @@ def test_reset_clears_it_and_caller_time_never_uses_it(r: redis.Redis, resource:
     limiter.reset("t")
 
 
+async def test_a_reset_through_another_limiter_clears_it_too(
+    redis_url: str, r: redis.Redis, resource: str
+) -> None:
+    policy = loaded(r, log(resource, limit=1))
+    cached = Limiter(r, policy)
+    assert cached.acquire("elsewhere").allowed
+    assert not cached.acquire("elsewhere").allowed
+    calls = script_calls(r)
+    assert not cached.acquire("elsewhere").allowed and script_calls(r) == calls
+    # Through another limiter of the process, an asyncio one at that.
+    async with AsyncLimiter.from_url(redis_url, policy) as resetter:
+        await resetter.reset("elsewhere")
+    assert cached.acquire("elsewhere").allowed and script_calls(r) == calls + 1
+    cached.reset("elsewhere")
+
+
 def test_off_asks_redis_every_time(r: redis.Redis, resource: str) -> None:
     limiter = Limiter(r, loaded(r, log(resource, limit=1)), deny_cache=False)
     assert limiter.acquire("t").allowed

@@ -112,6 +112,18 @@ class TestDenyCache < Minitest::Test
     assert_equal 1, redis_calls { assert l.acquire(t).allowed? }
   end
 
+  def test_a_reset_through_another_limiter_clears_it_too
+    p = policy(limit: 1, window_ms: 60_000)
+    cached = Slidelimit::Limiter.new(@redis, p)
+    resetter = Slidelimit::Limiter.new(@redis, p)
+    t = tenant
+    assert cached.acquire(t).allowed?
+    refute cached.acquire(t).allowed?
+    assert_equal 0, redis_calls { refute cached.acquire(t).allowed? }
+    assert resetter.reset(t)
+    assert_equal 1, redis_calls { assert cached.acquire(t).allowed? }
+  end
+
   def test_off_asks_redis_every_time
     l = limiter(limit: 1, deny_cache: false)
     t = tenant

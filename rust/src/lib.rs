@@ -57,11 +57,12 @@ pub struct Options {
     /// off. After Redis denies an acquire of cost c with retry R, an acquire
     /// of cost >= c for the same tenant within R is denied in-process,
     /// without a Redis call (server-time acquires only; never peeks or
-    /// caller-time calls; not on the memory engine). This limiter's
-    /// `reset(tenant)` (or a clone's: clones share the cache) clears the
-    /// tenant's entry; a reset by another process, or through a limiter made
-    /// apart, even in this process, is not seen, so the tenant stays denied
-    /// here until the cached retry runs out. Default:
+    /// caller-time calls; not on the memory engine). A `reset(tenant)`
+    /// through any limiter of this process clears the tenant's entry in
+    /// every cache of the process (a tenant's reset drops it for every
+    /// resource and policy: at worst one more Redis call); a reset by
+    /// another process is not seen, so the tenant stays denied here until
+    /// the cached retry runs out. Default:
     /// [`DEFAULT_DENY_CACHE_CAPACITY`].
     pub deny_cache: Option<usize>,
 }

@@ -254,7 +254,9 @@ fn validation_names_the_limit() {
 
 #[test]
 fn the_deny_cache_answers_without_redis_until_the_retry() {
-    // A server of this test's own: nothing else runs scripts on it.
+    // A server of this test's own: nothing else runs scripts on it. A tenant
+    // of its own too: a reset of a tenant through any limiter of the process
+    // drops it from every cache, and the other tests run beside this one.
     let own = OwnRedis::start();
     let mut raw = own.connection();
     let registry = prometheus::Registry::new();
@@ -266,13 +268,13 @@ fn the_deny_cache_answers_without_redis_until_the_retry() {
     // 2 per 60 s: a denial's retry is far longer than this test.
     let policy = Policy::new("rl", "cache", Algorithm::SlidingLog, 2, 60_000).unwrap();
     let limiter = blocking::Limiter::connect(&own.url(), policy.clone(), options).unwrap();
-    assert!(limiter.acquire_n("t", 2).unwrap().allowed);
-    let denied = limiter.acquire_n("t", 2).unwrap();
+    assert!(limiter.acquire_n("cache-t", 2).unwrap().allowed);
+    let denied = limiter.acquire_n("cache-t", 2).unwrap();
     assert!(!denied.allowed);
     let before = command_calls(&mut raw, "evalsha");
     assert_eq!(before, 2);
     for cost in [2, 2, 2] {
-        let local = limiter.acquire_n("t", cost).unwrap();
+        let local = limiter.acquire_n("cache-t", cost).unwrap();
         assert!(!local.allowed);
         assert!(local.retry_after_ms <= denied.retry_after_ms && local.retry_after_ms >= 1);
     }
@@ -281,20 +283,32 @@ fn the_deny_cache_answers_without_redis_until_the_retry() {
         before,
         "costs >= 2 answered locally"
     );
-    assert!(!limiter.acquire_n("t", 1).unwrap().allowed);
+    assert!(!limiter.acquire_n("cache-t", 1).unwrap().allowed);
     assert_eq!(
         command_calls(&mut raw, "evalsha"),
         before + 1,
         "a lower cost asks Redis"
     );
     // Caller time and peeks never use the cache.
-    limiter.acquire_at("t", 2, 1).unwrap();
-    limiter.peek("t", 2).unwrap();
+    limiter.acquire_at("cache-t", 2, 1).unwrap();
+    limiter.peek("cache-t", 2).unwrap();
     assert_eq!(command_calls(&mut raw, "evalsha"), before + 3);
     // This limiter's reset clears its entry: the next acquire asks Redis.
-    limiter.reset("t").unwrap();
-    assert!(limiter.acquire_n("t", 2).unwrap().allowed);
+    limiter.reset("cache-t").unwrap();
+    assert!(limiter.acquire_n("cache-t", 2).unwrap().allowed);
     assert_eq!(command_calls(&mut raw, "evalsha"), before + 4);
+    // So does a reset through another limiter of the process.
+    assert!(!limiter.acquire_n("cache-t", 2).unwrap().allowed);
+    assert!(!limiter.acquire_n("cache-t", 2).unwrap().allowed);
+    assert_eq!(
+        command_calls(&mut raw, "evalsha"),
+        before + 5,
+        "one denial cached"
+    );
+    let other = blocking::Limiter::connect(&own.url(), policy.clone(), Options::default()).unwrap();
+    other.reset("cache-t").unwrap();
+    assert!(limiter.acquire_n("cache-t", 2).unwrap().allowed);
+    assert_eq!(command_calls(&mut raw, "evalsha"), before + 6);
 
     let text = prometheus::TextEncoder::new()
         .encode_to_string(&registry.gather())
@@ -305,11 +319,11 @@ fn the_deny_cache_answers_without_redis_until_the_retry() {
             .and_then(|l| l.rsplit(' ').next())
             .map_or(0, |n| n.parse().unwrap())
     };
-    assert_eq!(value("ratelimit_local_denied_total"), 3);
+    assert_eq!(value("ratelimit_local_denied_total"), 4);
     assert_eq!(
         value("ratelimit_denied_total"),
-        6,
-        "1 + 3 local + 1 at cost 1 + 1 at caller time"
+        8,
+        "1 + 3 local + 1 at cost 1 + 1 at caller time, then 1 + 1 local"
     );
 
     // Switched off, every acquire asks Redis.
@@ -320,7 +334,7 @@ fn the_deny_cache_answers_without_redis_until_the_retry() {
     let uncached = blocking::Limiter::connect(&own.url(), policy, off).unwrap();
     let calls = command_calls(&mut raw, "evalsha");
     for _ in 0..3 {
-        assert!(!uncached.acquire_n("t", 2).unwrap().allowed);
+        assert!(!uncached.acquire_n("cache-t", 2).unwrap().allowed);
     }
     assert_eq!(command_calls(&mut raw, "evalsha"), calls + 3);
     let e = blocking::Limiter::connect(
