@@ -1,5 +1,6 @@
-//! The `slidelimit` command line: the demo (`simulate`) and one-off checks
-//! against a Redis (`acquire`, `peek`, `reset`).
+//! The `slidelimit` command line: the demo (`simulate`), one-off checks
+//! against a Redis (`acquire`, `peek`, `reset`), and `check-server`, what a
+//! server's INFO says about running slidelimit on it.
 //!
 //! Exit status: 0 success (allowed, for acquire and peek), 1 denied, 2 usage
 //! error, 10 + the error's stable number otherwise (11 invalid_argument,
@@ -18,6 +19,7 @@ mod simulate;
 use clap::{Args, Parser, Subcommand};
 use decision_json::{decision_json, error_json, error_parts_json};
 use slidelimit::{blocking, Algorithm, Decision, Error, ErrorCode, Limit, Mode, Options, Policy};
+use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -48,6 +50,25 @@ enum Command {
     /// Forget everything recorded for a tenant under a policy.
     #[command(allow_negative_numbers = true)]
     Reset(ResetArgs),
+    /// What a server's INFO says about running slidelimit on it: eviction,
+    /// a replica, a full memory, failed saves, ... (exit 1 when any finding
+    /// is a problem).
+    #[command(allow_negative_numbers = true)]
+    CheckServer(CheckServerArgs),
+}
+
+#[derive(Debug, Args)]
+struct CheckServerArgs {
+    /// Redis URL; comma-separated URLs check each server (every Cluster
+    /// master, say) on its own.
+    #[arg(long, value_name = "URL", env = "SLIDELIMIT_REDIS_URL")]
+    redis: String,
+    /// Timeout for each server's connect and INFO, 1 to 2^31 - 1 ms.
+    #[arg(long, default_value_t = slidelimit_core::DEFAULT_TIMEOUT_MS)]
+    timeout_ms: u64,
+    /// One JSON line per server, errors included (on stderr).
+    #[arg(long)]
+    json: bool,
 }
 
 /// Where the keys live and which ones.
@@ -313,6 +334,63 @@ fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+fn check_server(args: &CheckServerArgs) -> Result<ExitCode, Failure> {
+    let options = Options {
+        timeout: Duration::from_millis(args.timeout_ms),
+        ..Options::default()
+    };
+    let mut problems = false;
+    for url in args.redis.split(',').map(str::trim) {
+        let findings = blocking::check_server(url, &options)?;
+        problems |= findings
+            .iter()
+            .any(|f| f.severity == slidelimit::Severity::Problem);
+        let server = without_credentials(url);
+        let mut out = std::io::stdout().lock();
+        if args.json {
+            let findings: Vec<_> = findings
+                .iter()
+                .map(|f| {
+                    serde_json::json!({
+                        "severity": f.severity.as_str(),
+                        "code": f.code,
+                        "message": f.message,
+                    })
+                })
+                .collect();
+            let line = serde_json::json!({"server": server, "findings": findings});
+            writeln!(out, "{line}").map_err(Failure::io)?;
+        } else if findings.is_empty() {
+            writeln!(out, "{server}: nothing to report").map_err(Failure::io)?;
+        } else {
+            writeln!(out, "{server}:").map_err(Failure::io)?;
+            for f in &findings {
+                writeln!(out, "  {} {}: {}", f.severity.as_str(), f.code, f.message)
+                    .map_err(Failure::io)?;
+            }
+        }
+    }
+    Ok(if problems {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `url` without its user and password, to print.
+fn without_credentials(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..authority_end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_owned(),
+            }
+        }
+        None => url.to_owned(),
+    }
+}
+
 /// A usage error (exit 2). With `--json` on the command line it is one JSON
 /// line of the `invalid_argument` form, naming the flag, so a script reading
 /// JSON never has to parse clap's text.
@@ -375,6 +453,7 @@ fn main() -> ExitCode {
         Command::Acquire(args) => (call(args, false), args.target.json),
         Command::Peek(args) => (call(args, true), args.target.json),
         Command::Reset(args) => (reset(args), args.target.json),
+        Command::CheckServer(args) => (check_server(args), args.json),
     };
     result.unwrap_or_else(|f| f.report(json))
 }

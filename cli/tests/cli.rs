@@ -723,3 +723,79 @@ fn usage_errors_name_the_flag_and_are_json_with_json() {
         stderr(&out)
     );
 }
+
+#[test]
+fn check_server_names_what_breaks_the_limit() {
+    use common::OwnRedis;
+    // Eviction breaks the limit: a problem, exit 1.
+    let evicting =
+        OwnRedis::start_with(&["--maxmemory", "64mb", "--maxmemory-policy", "allkeys-lru"]);
+    let out = slidelimit(&["check-server", "--redis", &evicting.url()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with(&format!(
+            "{}:\n  problem evicts_keys: maxmemory-policy is allkeys-lru",
+            evicting.url()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("\n  note no_aof: "), "{text}");
+    // A sound server (AOF on): nothing; the password in the URL is not shown.
+    let sound = OwnRedis::start_with(&["--appendonly", "yes", "--requirepass", "s3cret"]);
+    let with_password = format!("redis://:s3cret@127.0.0.1:{}/", sound.port);
+    let out = slidelimit(&["check-server", "--redis", &with_password]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!("{}: nothing to report\n", sound.url())
+    );
+    // A replica: every acquire would be refused.
+    let replica = OwnRedis::start_with(&["--replicaof", "127.0.0.1", &evicting.port.to_string()]);
+    let out = slidelimit(&["check-server", "--redis", &replica.url()]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("  problem replica: "),
+        "{}",
+        stdout(&out)
+    );
+    // --json: one line per server, in the order given.
+    let both = format!("{with_password},{}", evicting.url());
+    let out = slidelimit(&["check-server", "--json", "--redis", &both]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let lines: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    assert_eq!(lines[0]["server"], sound.url().as_str());
+    assert_eq!(lines[0]["findings"], serde_json::json!([]));
+    assert_eq!(lines[1]["findings"][0]["severity"], "problem");
+    assert_eq!(lines[1]["findings"][0]["code"], "evicts_keys");
+    // Out of reach: unavailable (12); a user without INFO: permission_denied (16).
+    let out = slidelimit(&[
+        "check-server",
+        "--redis",
+        "redis://127.0.0.1:1/",
+        "--timeout-ms",
+        "500",
+    ]);
+    assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));
+    let mut admin = evicting.connection();
+    redis::cmd("ACL")
+        .arg(&["SETUSER", "noinfo", "on", ">pw", "+ping"])
+        .exec(&mut admin)
+        .unwrap();
+    let out = slidelimit(&[
+        "check-server",
+        "--json",
+        "--redis",
+        &format!("redis://noinfo:pw@127.0.0.1:{}/", evicting.port),
+    ]);
+    assert_eq!(out.status.code(), Some(16), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("\"permission_denied\""),
+        "{}",
+        stderr(&out)
+    );
+}

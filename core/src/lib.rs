@@ -29,6 +29,7 @@ mod metrics;
 mod number;
 mod policy;
 mod script;
+mod server_check;
 mod server_error;
 mod timeout;
 
@@ -54,6 +55,7 @@ pub use policy::{
     MAX_LOG_LIMIT, MAX_NOW_MS,
 };
 pub use script::{Mode, Script, ScriptCall, ScriptKind};
+pub use server_check::{check_server_info, Finding, Severity};
 pub use server_error::{
     map_command_error, map_server_error, map_server_error_after_retry, resend_pause_ms,
     ServerErrorAction, FIRST_RESEND_PAUSE_MS, MAX_RESEND_PAUSE_MS,

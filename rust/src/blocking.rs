@@ -1,7 +1,7 @@
 //! The synchronous API: the async [`crate::Limiter`] driven by a private
 //! single-worker runtime, so blocking code needs no runtime of its own.
 
-use crate::{Decision, Error, ErrorCode, MemoryEngine, Options, Policy, Result};
+use crate::{Decision, Error, ErrorCode, Finding, MemoryEngine, Options, Policy, Result};
 use std::future::Future;
 use std::sync::Arc;
 use tokio::runtime::{Handle, Runtime};
@@ -59,6 +59,12 @@ fn runtime() -> Result<Arc<Io>> {
                 format!("cannot start the I/O runtime: {e}"),
             )
         })
+}
+
+/// See [`crate::check_server`]: what the server at `url` says in `INFO`
+/// about running slidelimit on it.
+pub fn check_server(url: &str, options: &Options) -> Result<Vec<Finding>> {
+    runtime()?.block_on(crate::check_server(url, options))?
 }
 
 impl Limiter {

@@ -27,9 +27,9 @@ mod redis_io;
 
 pub use metrics::Metrics;
 pub use slidelimit_core::{
-    escape_tenant, slot, Algorithm, Decision, Error, ErrorCode, Limit, MemoryEngine, Mode, Policy,
-    Result, Script, ScriptCall, DEFAULT_BUCKETS, DEFAULT_DENY_CACHE_CAPACITY, MAX_BUCKETS,
-    MAX_LIMITS,
+    check_server_info, escape_tenant, slot, Algorithm, Decision, Error, ErrorCode, Finding, Limit,
+    MemoryEngine, Mode, Policy, Result, Script, ScriptCall, Severity, DEFAULT_BUCKETS,
+    DEFAULT_DENY_CACHE_CAPACITY, MAX_BUCKETS, MAX_LIMITS,
 };
 
 use redis_io::Connection;
@@ -195,6 +195,27 @@ fn checked_options(options: &Options) -> Result<Option<Arc<LocalDenials>>> {
         cache: Mutex::new(DenyCache::new(capacity)?),
         start: Instant::now(),
     })))
+}
+
+/// What the standalone server (or Cluster node) at `url` says in `INFO`
+/// about running slidelimit on it ([`check_server_info`]: eviction, a
+/// replica, a full memory, failed saves, ...; docs/protocol.md, "What the
+/// server needs"). Of `options`, `timeout` bounds the connect and the
+/// command and `tls_ca_pem` is the CA a `rediss://` server is checked with.
+/// A server out of reach is `unavailable`; an ACL user without `INFO`
+/// `permission_denied`.
+pub async fn check_server(url: &str, options: &Options) -> Result<Vec<Finding>> {
+    check_timeout(options.timeout)?;
+    let timeout = options.timeout;
+    let asking = async {
+        let connection =
+            Connection::standalone(url, timeout, options.tls_ca_pem.as_deref(), false).await?;
+        connection.info().await
+    };
+    let info = tokio::time::timeout(timeout, asking)
+        .await
+        .map_err(|_| unavailable_after(timeout, "INFO"))??;
+    Ok(check_server_info(&info))
 }
 
 /// Where a limiter's Redis is.

@@ -348,6 +348,20 @@ impl Connection {
     }
 
     /// Deletes `keys` in one DEL (a policy's keys share one slot).
+    /// The text of `INFO` (its default sections) from this connection's
+    /// server; on a Cluster, from whichever node the client picks.
+    pub(crate) async fn info(&self) -> Result<String> {
+        let reply = self.query(&redis::cmd("INFO")).await.map_err(from_redis)?;
+        match reply {
+            Value::BulkString(bytes) => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Value::VerbatimString { text, .. } | Value::SimpleString(text) => Ok(text),
+            other => Err(Error::new(
+                ErrorCode::MalformedReply,
+                format!("INFO answered {other:?}, not a text"),
+            )),
+        }
+    }
+
     pub(crate) async fn delete(&self, keys: &[String]) -> Result<()> {
         self.query(redis::cmd("DEL").arg(keys))
             .await
