@@ -944,6 +944,8 @@ def refused_writes(ctx):
     """A server that refuses writes for a state it is in (`OOM` at maxmemory
     with `maxmemory-policy noeviction`; `NOREPLICAS` under
     `min-replicas-to-write` without a replica): an acquire that would admit
+    (none here trims expired entries first, which at maxmemory Redis lets
+    through, and then the RPUSH after it)
     is unavailable, the server's word in its message, and records nothing; a
     denial and a peek, which write nothing, are still decisions; a reset is
     refused alike unless the state lets DEL through (at maxmemory it frees

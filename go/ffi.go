@@ -441,6 +441,12 @@ func (h *denyCacheHandle) forget(tenant string) {
 	}
 }
 
+// forgetTenant drops tenant's entry in every deny cache of the process: a
+// reset through a Limiter whose own cache is off.
+func forgetTenant(tenant string) {
+	C.slidelimit_deny_caches_forget_tenant(bytesPtr(tenant), C.size_t(len(tenant)))
+}
+
 // mapServerError applies core's table to an error reply from Redis to a
 // script call on key under the policy: retry is true for a NOSCRIPT to
 // EVALSHA (send EVAL once); otherwise e is what every binding reports (code,

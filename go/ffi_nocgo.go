@@ -1188,8 +1188,21 @@ func (h *denyCacheHandle) forget(tenant string) {
 		_, _ = own.call(fnDenyCacheForget, uint64(h.ptr), t, tLen)
 	}
 	own.release()
+	forgetTenantInEach(tenant, own)
+	runtime.KeepAlive(h)
+}
+
+// forgetTenant drops tenant's entry in every deny cache of the process: a
+// reset through a Limiter whose own cache is off. Each instance is told.
+func forgetTenant(tenant string) {
+	forgetTenantInEach(tenant, nil)
+}
+
+// forgetTenantInEach tells every instance but skip (one at a time, never two
+// locked at once) to drop tenant's entries.
+func forgetTenantInEach(tenant string, skip *instance) {
 	for _, in := range *pool.all.Load() {
-		if in == own {
+		if in == skip {
 			continue
 		}
 		in.mu.Lock()
@@ -1198,7 +1211,6 @@ func (h *denyCacheHandle) forget(tenant string) {
 		}
 		in.release()
 	}
-	runtime.KeepAlive(h)
 }
 
 // cString runs a function that returns a static NUL-terminated string ("" if

@@ -118,7 +118,18 @@ func TestWasmResetReachesACacheInAnotherInstance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer first.free()
-	// With first's instance busy the pool hands out (or makes) another.
+	// The pool may hold two instances however few CPUs there are (its cap
+	// is GOMAXPROCS); with first's instance busy it hands out, or makes,
+	// another.
+	pool.grow.Lock()
+	capped := pool.max
+	pool.max = max(capped, 2)
+	pool.grow.Unlock()
+	defer func() {
+		pool.grow.Lock()
+		pool.max = capped
+		pool.grow.Unlock()
+	}()
 	first.in.mu.Lock()
 	second, err := newDenyCacheHandle(0)
 	first.in.mu.Unlock()
@@ -137,5 +148,14 @@ func TestWasmResetReachesACacheInAnotherInstance(t *testing.T) {
 	first.forget("t")
 	if d, hit := second.check("t", 1, 20); hit {
 		t.Fatalf("a reset through another instance's cache left %+v", d)
+	}
+	// A reset through a Limiter without a cache tells every instance too.
+	second.record("t", 1, denied, 30)
+	if _, hit := second.check("t", 1, 40); !hit {
+		t.Fatal("the denial is not cached")
+	}
+	forgetTenant("t")
+	if d, hit := second.check("t", 1, 50); hit {
+		t.Fatalf("a reset without a cache left %+v", d)
 	}
 }

@@ -602,7 +602,8 @@ func (l *Limiter) PeekAt(ctx context.Context, tenant string, cost, nowMs uint64)
 }
 
 // Reset forgets everything recorded for tenant (every limit's key, and the
-// tenant's entry in this Limiter's deny cache); true if anything was.
+// tenant's entry in every Limiter's deny cache of the process, this one's
+// cache on or off); true if anything was.
 func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 	if err := l.made(); err != nil {
 		return false, err
@@ -617,9 +618,7 @@ func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if l.deny != nil {
-		l.deny.forget(tenant)
-	}
+	l.forgetDenials(tenant)
 	var removed int64
 	err = l.bounded(ctx, func(ctx context.Context) error {
 		n, err := l.client.Del(ctx, keys...).Result()
@@ -629,10 +628,23 @@ func (l *Limiter) Reset(ctx context.Context, tenant string) (bool, error) {
 		}
 		return err
 	})
+	// Again: a denial Redis gave before the DEL may have come back, and been
+	// cached, while it ran.
+	l.forgetDenials(tenant)
 	if err != nil {
 		return false, l.redisError(err)
 	}
 	return removed > 0, nil
+}
+
+// forgetDenials drops tenant's cached denial in every Limiter's cache of the
+// process, this one's cache on or off.
+func (l *Limiter) forgetDenials(tenant string) {
+	if l.deny != nil {
+		l.deny.forget(tenant)
+	} else {
+		forgetTenant(tenant)
+	}
 }
 
 func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {

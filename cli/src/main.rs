@@ -334,18 +334,36 @@ fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// Checks each server in turn; one out of reach is reported and the rest
+/// are still checked. Exit: the first error's status if any server failed,
+/// else 1 when any finding is a problem, else 0.
 fn check_server(args: &CheckServerArgs) -> Result<ExitCode, Failure> {
     let options = Options {
         timeout: Duration::from_millis(args.timeout_ms),
         ..Options::default()
     };
-    let mut problems = false;
+    let (mut problems, mut first_error) = (false, None);
     for url in args.redis.split(',').map(str::trim) {
-        let findings = blocking::check_server(url, &options)?;
+        let server = without_credentials(url);
+        let findings = match blocking::check_server(url, &options) {
+            Ok(findings) => findings,
+            Err(e) => {
+                if args.json {
+                    let mut line = serde_json::json!({"server": server});
+                    line.as_object_mut()
+                        .expect("an object")
+                        .extend(error_object(&e));
+                    eprintln!("{line}");
+                } else {
+                    eprintln!("error: {server}: {e}");
+                }
+                first_error.get_or_insert(e.code());
+                continue;
+            }
+        };
         problems |= findings
             .iter()
             .any(|f| f.severity == slidelimit::Severity::Problem);
-        let server = without_credentials(url);
         let mut out = std::io::stdout().lock();
         if args.json {
             let findings: Vec<_> = findings
@@ -370,25 +388,45 @@ fn check_server(args: &CheckServerArgs) -> Result<ExitCode, Failure> {
             }
         }
     }
-    Ok(if problems {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
+    Ok(match (first_error, problems) {
+        (Some(code), _) => ExitCode::from(exit_code_for(code)),
+        (None, true) => ExitCode::from(1),
+        (None, false) => ExitCode::SUCCESS,
     })
 }
 
-/// `url` without its user and password, to print.
-fn without_credentials(url: &str) -> String {
-    match url.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
-                None => url.to_owned(),
-            }
-        }
-        None => url.to_owned(),
+/// The fields of `error_json`'s line, to put beside others.
+fn error_object(e: &Error) -> serde_json::Map<String, serde_json::Value> {
+    match serde_json::from_str(&error_json(e)) {
+        Ok(serde_json::Value::Object(fields)) => fields,
+        _ => serde_json::Map::new(),
     }
+}
+
+/// `url` without a user or password: those of its authority, and the
+/// `user` and `pass` of its query (where redis-rs reads them for a unix
+/// socket). A URL that does not parse is shown as `<unparsable URL>`: it
+/// may hold a password that no rule here finds.
+fn without_credentials(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return "<unparsable URL>".to_owned();
+    };
+    // Fails only for URLs that cannot have them: nothing to drop then.
+    let _ = parsed.set_username("");
+    let _ = parsed.set_password(None);
+    if parsed.query().is_some() {
+        let kept: Vec<(String, String)> = parsed
+            .query_pairs()
+            .filter(|(key, _)| key != "user" && key != "pass")
+            .map(|(key, value)| (key.into_owned(), value.into_owned()))
+            .collect();
+        if kept.is_empty() {
+            parsed.set_query(None);
+        } else {
+            parsed.query_pairs_mut().clear().extend_pairs(kept);
+        }
+    }
+    parsed.to_string()
 }
 
 /// A usage error (exit 2). With `--json` on the command line it is one JSON

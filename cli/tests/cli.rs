@@ -772,15 +772,38 @@ fn check_server_names_what_breaks_the_limit() {
     assert_eq!(lines[0]["findings"], serde_json::json!([]));
     assert_eq!(lines[1]["findings"][0]["severity"], "problem");
     assert_eq!(lines[1]["findings"][0]["code"], "evicts_keys");
-    // Out of reach: unavailable (12); a user without INFO: permission_denied (16).
+    // Out of reach: unavailable (12), and the servers after it are still
+    // checked; the error names its server, with no password, even one a
+    // unix socket's URL carries in its query.
+    let unreachable = "redis://:hidden@127.0.0.1:1/";
     let out = slidelimit(&[
         "check-server",
-        "--redis",
-        "redis://127.0.0.1:1/",
         "--timeout-ms",
         "500",
+        "--redis",
+        &format!("{unreachable},{with_password}"),
     ]);
     assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("error: redis://127.0.0.1:1/: unavailable: "),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        stdout(&out),
+        format!("{}: nothing to report\n", sound.url())
+    );
+    let socket = "redis+unix:///nonexistent/slidelimit.sock?db=0&user=u&pass=s3cret";
+    let out = slidelimit(&["check-server", "--json", "--redis", socket]);
+    assert_eq!(out.status.code(), Some(12), "{}", stderr(&out));
+    let line: serde_json::Value = serde_json::from_str(stderr(&out).trim()).expect("one JSON line");
+    assert_eq!(
+        line["server"],
+        "redis+unix:///nonexistent/slidelimit.sock?db=0"
+    );
+    assert_eq!(line["error"], "unavailable");
+    assert!(!stderr(&out).contains("s3cret"), "{}", stderr(&out));
+    // A user without INFO: permission_denied (16).
     let mut admin = evicting.connection();
     redis::cmd("ACL")
         .arg(&["SETUSER", "noinfo", "on", ">pw", "+ping"])

@@ -332,6 +332,7 @@ mod tests {
             "NOREPLICAS Not enough good replicas to write. script: 6f1e, on @user_script:183.",
             "ERR Error running script (call to f_6f1e): @user_script:183: @user_script: 183: -NOREPLICAS Not enough good replicas to write.",
             "MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk. script: 6f1e, on @user_script:183.",
+            "ERR Error running script (call to f_6f1e): @user_script:183: @user_script: 183: -MISCONF Redis is configured to save RDB snapshots, but it's currently unable to persist to disk.",
             "ERR max number of clients reached",
         ] {
             let e = fail(reply);

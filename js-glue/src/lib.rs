@@ -573,6 +573,12 @@ pub fn slot(key: &str) -> u32 {
     u32::from(sl::slot(key))
 }
 
+/// Core's `forget_tenant`: every deny cache of this copy of core drops
+/// `tenant`'s entry.
+pub fn forget_tenant(tenant: &str) {
+    sl::forget_tenant(tenant)
+}
+
 /// Core's `resend_pause_ms` in JS numbers: the wait before resending a
 /// script call Redis answered with `reply` without running it (TRYAGAIN).
 pub fn resend_pause_ms(reply: &str, attempt: u32) -> Option<f64> {

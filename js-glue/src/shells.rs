@@ -5,7 +5,7 @@
 /// framework: the `Policy` getters, `scriptText` and `limitsJson`, the `MemoryEngine`
 /// constructor and `keyCount`, the `DenyCache` getters, `forget` and
 /// `clear`, and the free functions `errorCodes`, `constantsJson`, `version`,
-/// `escapeTenant`, `slot`, `resendPauseMs` and `limitField`.
+/// `escapeTenant`, `slot`, `forgetTenant`, `resendPauseMs` and `limitField`.
 ///
 /// `$attr` is the framework's attribute macro, in scope at the call site
 /// (`napi` or `wasm_bindgen`). Both read `getter`, `constructor` and
@@ -141,6 +141,13 @@ macro_rules! shared_exports {
         #[$attr]
         pub fn slot(key: String) -> u32 {
             $crate::slot(&key)
+        }
+
+        /// Every deny cache of this copy of the module drops `tenant`'s
+        /// entry: a reset through a limiter whose own cache is off.
+        #[$attr(js_name = "forgetTenant")]
+        pub fn forget_tenant(tenant: String) {
+            $crate::forget_tenant(&tenant)
         }
 
         /// Core's wait in ms before resending a script call Redis refused

@@ -428,8 +428,9 @@ class Limiter {
   }
 
   /**
-   * Forgets everything recorded for `tenant` (every limit's key) and this
-   * limiter's cached denial of it; resolves to true if anything was recorded.
+   * Forgets everything recorded for `tenant` (every limit's key) and its
+   * cached denial in every limiter of the process (this one's cache on or
+   * off); resolves to true if anything was recorded.
    */
   reset(tenant) {
     let keys;
@@ -438,19 +439,30 @@ class Limiter {
     } catch (e) {
       return Promise.reject(fromCore(e));
     }
+    this.#forgetDenials(tenant);
     return new Promise((resolve, reject) => {
       const ticket = this.#track(reject);
       this.#redis.del(...keys).then(
         (n) => {
-          // The keys are gone even if the call already timed out.
-          if (this.#denyCache !== null) this.#denied = this.#denyCache.forget(tenant);
+          // Again, even if the call already timed out: the keys are gone,
+          // and a denial Redis gave before the DEL may have been cached
+          // while it ran.
+          this.#forgetDenials(tenant);
           if (this.#settle(ticket)) resolve(n > 0);
         },
         (err) => {
+          this.#forgetDenials(tenant);
           if (this.#settle(ticket)) reject(fromRedisCommand(err));
         },
       );
     });
+  }
+
+  // Drops `tenant`'s cached denial in every limiter of the process: through
+  // this limiter's cache, or core's process-wide call without one.
+  #forgetDenials(tenant) {
+    if (this.#denyCache !== null) this.#denied = this.#denyCache.forget(tenant);
+    else core.forgetTenant(tenant);
   }
 
   // One promise per check, settled by whichever comes first: the reply (or

@@ -112,6 +112,15 @@ class _CallCache:
         return call
 
 
+def _forget_denials(cache: DenyCache | None, tenant: str) -> None:
+    """Drops `tenant`'s cached denial in every limiter of the process,
+    through this limiter's cache or, with none, core's process-wide call."""
+    if cache is not None:
+        cache.forget(tenant)
+    else:
+        _core._forget_tenant(tenant)
+
+
 def _deny_cache(option: DenyCacheOption) -> DenyCache | None:
     """The cache `option` asks for; an int is core's to check (1 up to
     `MAX_DENY_CACHE_CAPACITY`, else InvalidArgument on deny_cache_capacity)."""
@@ -682,14 +691,17 @@ class Limiter:
 
     def reset(self, tenant: str) -> None:
         """Forgets everything recorded for `tenant`: every limit's key, and
-        this limiter's cached denial."""
+        the tenant's cached denial in every limiter of the process."""
         keys = self._policy.keys(tenant)
-        if self._deny_cache is not None:
-            self._deny_cache.forget(tenant)
+        _forget_denials(self._deny_cache, tenant)
         try:
             self._client.delete(*keys)
         except _TRANSPORT as e:
             raise _command_error(e) from e
+        finally:
+            # Again: a denial Redis gave before the DEL may have come back,
+            # and been cached, while it ran.
+            _forget_denials(self._deny_cache, tenant)
 
     def close(self) -> None:
         self._client.close()
@@ -970,12 +982,13 @@ class AsyncLimiter:
 
     async def reset(self, tenant: str) -> None:
         keys = self._policy.keys(tenant)
-        if self._deny_cache is not None:
-            self._deny_cache.forget(tenant)
+        _forget_denials(self._deny_cache, tenant)
         try:
             await self._client.delete(*keys)
         except _TRANSPORT as e:
             raise _command_error(e) from e
+        finally:
+            _forget_denials(self._deny_cache, tenant)
 
     async def aclose(self) -> None:
         await self._client.aclose()

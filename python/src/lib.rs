@@ -853,6 +853,13 @@ impl DenyCache {
     }
 }
 
+/// Every deny cache of the process drops `tenant`'s entry: a reset through
+/// a limiter whose own cache is off.
+#[pyfunction]
+fn _forget_tenant(tenant: &str) {
+    core::forget_tenant(tenant)
+}
+
 /// The Cluster slot of a key (Redis's CRC16 rule).
 #[pyfunction]
 fn slot(py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<u16> {
@@ -966,6 +973,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MemoryEngine>()?;
     m.add_class::<DenyCache>()?;
     m.add_function(wrap_pyfunction!(slot, m)?)?;
+    m.add_function(wrap_pyfunction!(_forget_tenant, m)?)?;
     m.add_function(wrap_pyfunction!(_command_error, m)?)?;
     m.add_function(wrap_pyfunction!(_resend_pause_ms, m)?)?;
     m.add_function(wrap_pyfunction!(check_timeout_ms, m)?)?;

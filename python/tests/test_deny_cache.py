@@ -101,10 +101,16 @@ async def test_a_reset_through_another_limiter_clears_it_too(
     assert not cached.acquire("elsewhere").allowed
     calls = script_calls(r)
     assert not cached.acquire("elsewhere").allowed and script_calls(r) == calls
-    # Through another limiter of the process, an asyncio one at that.
-    async with AsyncLimiter.from_url(redis_url, policy) as resetter:
+    # Through another limiter of the process, an asyncio one whose own cache
+    # is off at that.
+    async with AsyncLimiter.from_url(redis_url, policy, deny_cache=False) as resetter:
         await resetter.reset("elsewhere")
     assert cached.acquire("elsewhere").allowed and script_calls(r) == calls + 1
+    # And a sync one with the cache off.
+    assert not cached.acquire("elsewhere").allowed
+    assert not cached.acquire("elsewhere").allowed and script_calls(r) == calls + 2
+    Limiter(r, policy, deny_cache=False).reset("elsewhere")
+    assert cached.acquire("elsewhere").allowed and script_calls(r) == calls + 3
     cached.reset("elsewhere")
 
 

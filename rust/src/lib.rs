@@ -378,12 +378,10 @@ impl Limiter {
     }
 
     /// Forgets every permit recorded for `tenant` under this policy (every
-    /// limit's key), and this limiter's cached denial of the tenant.
+    /// limit's key), and the tenant's cached denial in every limiter of this
+    /// process, this one's cache on or off.
     pub async fn reset(&self, tenant: &str) -> Result<()> {
         let keys = self.policy.keys(tenant)?;
-        if let Some(denials) = &self.denials {
-            denials.lock().forget(tenant);
-        }
         match &self.store {
             Store::Memory(engine) => {
                 engine.reset(&self.policy, tenant)?;
@@ -391,8 +389,20 @@ impl Limiter {
             }
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
-                within(timeout, connection, "DEL", connection.delete(&keys)).await
+                self.forget_denials(tenant);
+                let deleted = within(timeout, connection, "DEL", connection.delete(&keys)).await;
+                // Again: a denial Redis gave before the DEL may have come
+                // back, and been cached, while it ran.
+                self.forget_denials(tenant);
+                deleted
             }
+        }
+    }
+
+    fn forget_denials(&self, tenant: &str) {
+        match &self.denials {
+            Some(denials) => denials.lock().forget(tenant),
+            None => slidelimit_core::forget_tenant(tenant),
         }
     }
 

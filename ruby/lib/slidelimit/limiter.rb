@@ -127,7 +127,9 @@ module Slidelimit
       check(tenant, cost, now_ms, Native::MODE_PEEK, !now_ms.nil?)
     end
 
-    # Forgets everything recorded for tenant; true if anything was.
+    # Forgets everything recorded for tenant, and its cached denial in every
+    # limiter of the process (this one's cache on or off); true if anything
+    # was recorded.
     def reset(tenant)
       if @memory
         bytes = Core.utf8("tenant", tenant)
@@ -144,16 +146,18 @@ module Slidelimit
       end
 
       keys = keys(tenant)
-      if @deny_cache
-        bytes = Core.utf8("tenant", tenant)
-        @deny_cache.use { |c| Native.slidelimit_deny_cache_forget(c, bytes, bytes.bytesize) }
-      end
+      bytes = Core.utf8("tenant", tenant)
+      forget_denials(bytes)
       begin
         once_more_if_inherited { with_redis { |r| r.del(*keys) } }.positive?
       rescue ::Redis::CommandError => e
         raise command_error(e)
       rescue *CONNECTION_ERRORS => e
         raise unavailable(e)
+      ensure
+        # Again: a denial Redis gave before the DEL may have come back, and
+        # been cached, while it ran.
+        forget_denials(bytes)
       end
     end
 
@@ -434,6 +438,16 @@ module Slidelimit
                                                                pause_ms)
       ms = result == Native::RESULT_OK ? pause_ms.read(:uint64) : 0
       ms.positive? ? ms / 1000.0 : nil
+    end
+
+    # Drops the tenant (its UTF-8 bytes) from every deny cache of the process:
+    # through this limiter's cache, or core's process-wide call without one.
+    def forget_denials(bytes)
+      if @deny_cache
+        @deny_cache.use { |c| Native.slidelimit_deny_cache_forget(c, bytes, bytes.bytesize) }
+      else
+        Native.slidelimit_deny_caches_forget_tenant(bytes, bytes.bytesize)
+      end
     end
 
     # A connection's first use in a forked child: redis-rb refuses it before

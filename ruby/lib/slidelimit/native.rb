@@ -142,6 +142,7 @@ module Slidelimit
     attach_function :slidelimit_deny_cache_record,
                     %i[pointer buffer_in size_t uint64 bool uint64 uint64 uint64 uint64 int32 uint64], :result
     attach_function :slidelimit_deny_cache_forget, %i[pointer buffer_in size_t], :result
+    attach_function :slidelimit_deny_caches_forget_tenant, %i[buffer_in size_t], :result
     attach_function :slidelimit_deny_cache_clear, [:pointer], :result
     attach_function :slidelimit_deny_cache_len, %i[pointer pointer], :result
 
