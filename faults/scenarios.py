@@ -438,7 +438,8 @@ def slow(ctx):
     is unavailable in time (on an open connection and when connecting), a
     3 s timeout is served, and once the link is fast the short-timeout
     limiter works again. A timed-out acquire may have been counted (the
-    request had left), never more than once: over-count, never under-count."""
+    request had left), never more than once: over-count, never under-count;
+    but no EVAL fallback goes out once the call has timed out."""
     server = ctx.redis()
     proxy = ctx.own(SlowProxy(server.port))
     policy = _policy("slow", "sliding_log", 10, 60_000)
@@ -507,7 +508,24 @@ def slow(ctx):
             f"remaining {after['remaining']} after {served['remaining']}: a permit was lost or a "
             "timed-out call counted twice",
         )
-    expect_keys_expire(ctx, server.client(), "slow")
+    # A NOSCRIPT that comes back after the timeout: the call is over, so its
+    # EVAL fallback must not go out (it would spend a permit for a call
+    # reported unavailable).
+    admin = server.client()
+    late = fast_d.key("late")
+    admin("SCRIPT", "FLUSH")
+    evals = command_calls(admin).get("eval", 0)
+    proxy.delay_ms = delay
+    reply, ms = fast_d.timed(op="acquire_at", tenant="late", now_ms=T)
+    expect_error(ctx, reply, "an acquire whose NOSCRIPT comes after the timeout", "unavailable")
+    # The NOSCRIPT's way back, an EVAL's way there, and some slack.
+    time.sleep(4 * delay / 1000)
+    proxy.delay_ms = 0
+    ctx.check(
+        command_calls(admin).get("eval", 0) == evals and admin("EXISTS", late) == 0,
+        "an EVAL fallback was sent after the call had timed out, and recorded a permit",
+    )
+    expect_keys_expire(ctx, admin, "slow")
 
 
 def deny_cache(ctx):

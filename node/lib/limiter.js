@@ -559,6 +559,9 @@ class Limiter {
           if (this.#settle(ticket)) reject(fromCore(failure, err));
           return undefined;
         }
+        // A NOSCRIPT that came back after the deadline: the call is over
+        // (rejected as unavailable), so no EVAL may spend a permit for it.
+        if (this.#deadlines.left(ticket) <= 0) return undefined;
         const retry = call.slice(); // `call` may be cached: never modify it
         retry[0] = policy.scriptText(peek);
         return this.#redis.eval(...retry).then(answer, fail);
