@@ -58,8 +58,8 @@ pub struct Options {
     /// of cost >= c for the same tenant within R is denied in-process,
     /// without a Redis call (server-time acquires only; never peeks or
     /// caller-time calls; not on the memory engine). A `reset(tenant)`
-    /// through any limiter of this process clears the tenant's entry in
-    /// every cache of the process (a tenant's reset drops it for every
+    /// through any limiter of this process, its own cache on or off, clears
+    /// the tenant's entry in every cache of the process (a tenant's reset drops it for every
     /// resource and policy: at worst one more Redis call); a reset by
     /// another process is not seen, so the tenant stays denied here until
     /// the cached retry runs out. Default:
