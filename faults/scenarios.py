@@ -1119,14 +1119,8 @@ ACL_COMMANDS = [
 ]
 
 
-def acl(ctx):
-    """A user allowed only `ns:*` keys and the limiter's commands gets every
-    kind of decision (server and caller time, cost, peek, denial, reset,
-    trimming, the EVAL fallback); with a policy in another namespace it gets
-    permission_denied and writes nothing, nor may it run anything else."""
-    server = ctx.redis()
-    admin = server.client()
-    ns, user, password = "aclns", "limiter", "s3cret-pass"
+def _acl_user(admin, user, password, ns, commands):
+    """A user confined to `ns:*` keys that may run only `commands`."""
     admin(
         "ACL",
         "SETUSER",
@@ -1137,8 +1131,19 @@ def acl(ctx):
         f"~{ns}:*",
         "resetchannels",
         "-@all",
-        *[f"+{c}" for c in ACL_COMMANDS],
+        *[f"+{c}" for c in commands],
     )
+
+
+def acl(ctx):
+    """A user allowed only `ns:*` keys and the limiter's commands gets every
+    kind of decision (server and caller time, cost, peek, denial, reset,
+    trimming, the EVAL fallback); with a policy in another namespace it gets
+    permission_denied and writes nothing, nor may it run anything else."""
+    server = ctx.redis()
+    admin = server.client()
+    ns, user, password = "aclns", "limiter", "s3cret-pass"
+    _acl_user(admin, user, password, ns, ACL_COMMANDS)
     url = f"redis://{user}:{password}@127.0.0.1:{server.port}/"
     d = ctx.driver()
     for alg, policy in _every_kind(ns):
@@ -1213,18 +1218,7 @@ def acl(ctx):
     # docs/compatibility.md, "ACL") is refused inside the script, in words
     # that differ by server version: permission_denied all the same.
     lacking = "limiter-without-setrange"
-    admin(
-        "ACL",
-        "SETUSER",
-        lacking,
-        "reset",
-        "on",
-        f">{password}",
-        f"~{ns}:*",
-        "resetchannels",
-        "-@all",
-        *[f"+{c}" for c in ACL_COMMANDS if c != "setrange"],
-    )
+    _acl_user(admin, lacking, password, ns, [c for c in ACL_COMMANDS if c != "setrange"])
     d.limiter(
         _redis(f"redis://{lacking}:{password}@127.0.0.1:{server.port}/"),
         {**_policy(ns, "bucketed_window", 3, 60_000), "buckets": 60},
