@@ -409,6 +409,53 @@ func TestDenyCacheSeesAResetThroughAnotherLimiter(t *testing.T) {
 	}
 }
 
+// A denial Redis gave before a Reset's DEL, whose reply comes back only
+// after the Reset has returned, is not cached: the tenant starts afresh in
+// Redis, so the next Acquire must ask it.
+func TestDenyCacheDropsADenialAResetOvertook(t *testing.T) {
+	server := testredis.StartServer(t)
+	direct := server.Client()
+	proxy := testredis.StartProxy(t, server.Addr)
+	p := testPolicy(t, slidelimit.SlidingLog, 1, 60_000)
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr})
+	defer slow.Close()
+	cached := newRedisLimiter(t, slow, p, slidelimit.WithTimeout(10*time.Second))
+	resetter := newRedisLimiter(t, direct, p, slidelimit.WithoutDenyCache())
+	acquireN(t, cached, "t", 1)
+	before := commandCalls(t, direct, "evalsha")
+	proxy.SetDelay(300 * time.Millisecond)
+	late := make(chan slidelimit.Decision, 1)
+	go func() {
+		d, err := cached.AcquireN(ctx, "t", 1)
+		if err != nil {
+			t.Error(err)
+		}
+		late <- d
+	}()
+	// Redis has run it (and denied) once the count moves; its reply is
+	// still 300 ms away when the Reset runs.
+	for deadline := time.Now().Add(10 * time.Second); commandCalls(t, direct, "evalsha") == before; {
+		if time.Now().After(deadline) {
+			t.Fatal("the acquire never reached Redis")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if removed, err := resetter.Reset(ctx, "t"); err != nil || !removed {
+		t.Fatalf("Reset: %v %v", removed, err)
+	}
+	if d := <-late; d.Allowed {
+		t.Fatalf("Redis ran it before the Reset, so it was denied: %+v", d)
+	}
+	proxy.SetDelay(0)
+	if calls := evalShas(t, direct, func() {
+		if d := acquireN(t, cached, "t", 1); !d.Allowed {
+			t.Fatalf("the denial from before the Reset was cached: %+v", d)
+		}
+	}); calls != 1 {
+		t.Fatalf("%d EVALSHA after the Reset, want 1", calls)
+	}
+}
+
 // A local denial of a policy of several limits names the limit Redis named.
 func TestDenyCacheKeepsDeniedBy(t *testing.T) {
 	client := denyCacheServer(t)

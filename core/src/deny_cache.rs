@@ -7,7 +7,9 @@
 //! count only falls as time passes, so a request of cost >= c cannot pass
 //! before the retry Redis gave for c (other traffic only makes it later).
 //! A reset in this process, through any limiter, reaches every cache of the
-//! process ([`forget_tenant`]); what a cache cannot see is another process's
+//! process ([`forget_tenant`]), and a denial whose call was in flight while
+//! a reset of its tenant's slot began or ended is not cached (Redis may have
+//! run it before the `DEL`). What a cache cannot see is another process's
 //! `reset`: a tenant reset elsewhere stays denied here until the cached retry
 //! runs out.
 
@@ -57,8 +59,7 @@ struct Entry {
     at_ms: u64,
     /// Its position in the recency order.
     tick: u64,
-    /// Its tenant's slot in `RESETS`, and that slot's count when it was made.
-    slot: usize,
+    /// Its tenant's slot's count in `RESETS` when it was made.
     resets: u64,
 }
 
@@ -70,6 +71,22 @@ pub struct DenyCache {
     entries: HashMap<String, Entry>,
     order: BTreeMap<u64, String>,
     next_tick: u64,
+    /// Per slot of `RESETS`: the count this cache last saw, and the calls
+    /// it no longer caches because a reset may have overtaken them.
+    slots: Box<[SlotSeen]>,
+    /// The latest monotonic time a call was checked at.
+    latest_ms: u64,
+}
+
+/// A reset is seen when a check or a record of a tenant of its slot next
+/// looks. Every call checked before that (its time at most `latest_ms`
+/// then) may have been run by Redis before the reset's `DEL`: a denial
+/// sent before `stale_before_ms` is not cached. Later calls were checked
+/// after the count moved, so were sent after the reset began.
+#[derive(Debug, Clone, Copy)]
+struct SlotSeen {
+    resets: u64,
+    stale_before_ms: u64,
 }
 
 impl DenyCache {
@@ -92,7 +109,26 @@ impl DenyCache {
             entries: HashMap::new(),
             order: BTreeMap::new(),
             next_tick: 0,
+            slots: (0..RESET_SLOTS)
+                .map(|slot| SlotSeen {
+                    resets: resets_of(slot),
+                    stale_before_ms: 0,
+                })
+                .collect(),
+            latest_ms: 0,
         })
+    }
+
+    /// Notes a reset of `slot` since this cache last looked; returns the
+    /// slot's count.
+    fn look_at(&mut self, slot: usize) -> u64 {
+        let resets = resets_of(slot);
+        let seen = &mut self.slots[slot];
+        if seen.resets != resets {
+            seen.resets = resets;
+            seen.stale_before_ms = self.latest_ms.saturating_add(1);
+        }
+        resets
     }
 
     pub fn capacity(&self) -> usize {
@@ -114,10 +150,16 @@ impl DenyCache {
     /// below the cached one, or the cached retry has run out. A local denial
     /// is the cached one with every duration reduced by the time elapsed
     /// (`retry_after_ms` stays at least 1) and `now_ms` moved on by it.
+    ///
+    /// Every acquire whose answer goes to [`DenyCache::record`] is checked
+    /// here first, with the same `now_ms`, before it is sent: that is how
+    /// the cache tells a call a reset may have overtaken.
     pub fn check(&mut self, tenant: &str, cost: u64, now_ms: u64) -> Option<Decision> {
+        let resets = self.look_at(reset_slot(tenant));
+        self.latest_ms = self.latest_ms.max(now_ms);
         let entry = self.entries.get(tenant)?;
         let elapsed = now_ms.saturating_sub(entry.at_ms);
-        if elapsed >= entry.decision.retry_after_ms || resets_of(entry.slot) != entry.resets {
+        if elapsed >= entry.decision.retry_after_ms || resets != entry.resets {
             self.remove(tenant);
             return None;
         }
@@ -147,12 +189,15 @@ impl DenyCache {
     /// monotonic time `now_ms`: the time taken before the call (the one
     /// given to `check`), not when the reply came. Redis decided somewhere in
     /// between, so a retry counted from the send never outlasts Redis's,
-    /// while one counted from a slow reply would deny past it. A denial is
-    /// cached (replacing the tenant's entry). An admission of a cost below the cached one drops the entry:
-    /// the count grew, so its retry may now come too early. One of the same
-    /// or a higher cost leaves it: no such acquire passes within the cached
-    /// retry, so Redis ran it before the cached denial (both were in flight),
-    /// which already counted it.
+    /// while one counted from a slow reply would deny past it.
+    ///
+    /// A denial is cached (replacing the tenant's entry), unless a reset of
+    /// its tenant's slot was seen after the call was checked: Redis may have
+    /// run the call before the reset's `DEL`. An admission of a cost below
+    /// the cached one drops the entry: the count grew, so its retry may now
+    /// come too early. One of the same or a higher cost leaves it: no such
+    /// acquire passes within the cached retry, so Redis ran it before the
+    /// cached denial (both were in flight), which already counted it.
     pub fn record(&mut self, tenant: &str, cost: u64, decision: &Decision, now_ms: u64) {
         if decision.allowed {
             if self.entries.get(tenant).is_some_and(|e| cost < e.cost) {
@@ -161,7 +206,11 @@ impl DenyCache {
             return;
         }
         self.remove(tenant);
-        if decision.retry_after_ms == 0 {
+        let slot = reset_slot(tenant);
+        // A record without its check still counts as checked now.
+        self.latest_ms = self.latest_ms.max(now_ms);
+        let resets = self.look_at(slot);
+        if decision.retry_after_ms == 0 || now_ms < self.slots[slot].stale_before_ms {
             return;
         }
         while self.entries.len() >= self.capacity {
@@ -171,7 +220,6 @@ impl DenyCache {
             self.entries.remove(&oldest);
         }
         let tick = self.bump();
-        let slot = reset_slot(tenant);
         self.order.insert(tick, tenant.to_owned());
         self.entries.insert(
             tenant.to_owned(),
@@ -180,8 +228,7 @@ impl DenyCache {
                 decision: *decision,
                 at_ms: now_ms,
                 tick,
-                slot,
-                resets: resets_of(slot),
+                resets,
             },
         );
     }
@@ -293,6 +340,52 @@ mod tests {
         forget_tenant("everywhere-t");
         assert_eq!(b.check("everywhere-t", 1, 40), None);
         assert!(a.check("everywhere-u", 1, 40).is_some());
+    }
+
+    #[test]
+    fn a_denial_a_reset_may_have_overtaken_is_not_cached() {
+        // The tenants other tests reset are in other slots, or their resets
+        // would make this test's last caching fail.
+        for mine in ["inflight-t", "inflight-u"] {
+            for theirs in ["reset-t", "everywhere-t", "inflight-v", "inflight-w"] {
+                assert_ne!(reset_slot(mine), reset_slot(theirs));
+            }
+        }
+        let mut c = DenyCache::new(4).unwrap();
+        // Sent at 100; the reset (its forget before and after the DEL) ran
+        // while it was in flight; Redis may have run it before the DEL.
+        assert_eq!(c.check("inflight-t", 1, 100), None);
+        forget_tenant("inflight-t");
+        c.record("inflight-t", 1, &denial(500, 500, 0), 100);
+        assert_eq!(c.check("inflight-t", 1, 101), None, "a stale denial");
+        // One checked after the reset was seen is cached as ever, even
+        // within the same millisecond as the first call after the reset.
+        c.record("inflight-t", 1, &denial(500, 500, 0), 101);
+        assert!(c.check("inflight-t", 1, 102).is_some());
+        // Two in flight across a reset: both were checked before it was
+        // seen (at 200 and 201), so neither is cached, whichever comes
+        // back first, even after a later call of the tenant saw the reset.
+        assert_eq!(c.check("inflight-u", 1, 200), None);
+        assert_eq!(c.check("inflight-u", 1, 201), None);
+        forget_tenant("inflight-u");
+        assert_eq!(c.check("inflight-u", 1, 202), None);
+        c.record("inflight-u", 1, &denial(500, 500, 0), 201);
+        assert_eq!(c.check("inflight-u", 1, 203), None);
+        c.record("inflight-u", 1, &denial(500, 500, 0), 200);
+        assert_eq!(c.check("inflight-u", 1, 204), None);
+        c.record("inflight-u", 1, &denial(500, 500, 0), 203);
+        assert!(c.check("inflight-u", 1, 205).is_some());
+        // A reset seen first by the record itself: not cached either.
+        assert_eq!(c.check("inflight-v", 1, 300), None);
+        forget_tenant("inflight-v");
+        c.record("inflight-v", 1, &denial(500, 500, 0), 300);
+        assert_eq!(c.check("inflight-v", 1, 301), None);
+        // Another cache of the process, checked before the reset, also drops it.
+        let mut other = DenyCache::new(4).unwrap();
+        assert_eq!(other.check("inflight-w", 1, 7), None);
+        c.forget("inflight-w");
+        other.record("inflight-w", 1, &denial(500, 500, 0), 7);
+        assert_eq!(other.check("inflight-w", 1, 8), None);
     }
 
     #[test]

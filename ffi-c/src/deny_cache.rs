@@ -73,7 +73,9 @@ pub unsafe extern "C" fn slidelimit_deny_cache_free(cache: *mut slidelimit_deny_
 /// Asks the cache about a server-time acquire of `cost` by `tenant` at
 /// `mono_ms`, the caller's monotonic clock in ms. `*out_hit` is true when
 /// the cache denies it, with the local denial in `*out_decision` (untouched
-/// otherwise): then make no Redis call.
+/// otherwise): then make no Redis call. Check every acquire whose answer
+/// you will record, before it is sent: a denial in flight across a reset
+/// is told apart by it.
 #[no_mangle]
 pub unsafe extern "C" fn slidelimit_deny_cache_check(
     cache: *const slidelimit_deny_cache,
@@ -103,7 +105,8 @@ pub unsafe extern "C" fn slidelimit_deny_cache_check(
 /// given to `slidelimit_deny_cache_check`), not when the reply came: Redis
 /// decided in between, so the cached wait never outlasts Redis's (call it
 /// after every server-time acquire that reached Redis):
-/// a denial is cached, an admission of a lower cost than the cached
+/// a denial is cached (unless a reset of the tenant may have overtaken the
+/// call), an admission of a lower cost than the cached
 /// denial's drops the tenant's entry (one of the same or a higher cost
 /// leaves it: docs/protocol.md, "Local deny cache"). The decision
 /// comes as its fields; `denied_by` is -1 for none.

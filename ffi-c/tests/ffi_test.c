@@ -1068,7 +1068,8 @@ static void test_deny_cache_capacity(void) {
 }
 
 /* A reset through one limiter's cache reaches every cache of the process;
- * slidelimit_deny_caches_forget_tenant does it without a cache at hand. */
+ * slidelimit_deny_caches_forget_tenant does it without a cache at hand; a
+ * denial in flight across a reset is not cached. */
 static void test_deny_cache_reset_reaches_every_cache(void) {
   slidelimit_deny_cache *a = NULL, *b = NULL;
   uint8_t msg[128];
@@ -1090,6 +1091,17 @@ static void test_deny_cache_reset_reaches_every_cache(void) {
   CHECK(slidelimit_deny_caches_forget_tenant(t, t_len) == SLIDELIMIT_RESULT_OK);
   CHECK(slidelimit_deny_cache_check(b, t, t_len, 1, 50, &hit, &d) == SLIDELIMIT_RESULT_OK && !hit);
   CHECK(slidelimit_deny_caches_forget_tenant(NULL, 1) == SLIDELIMIT_RESULT_NULL_POINTER);
+  /* Checked (and sent) at 100, then a reset while in flight: Redis may have
+   * run it before the DEL, so its denial is not cached; one checked after
+   * the reset is. */
+  const uint8_t *u = (const uint8_t *)"ffi-inflight-t";
+  const size_t u_len = strlen("ffi-inflight-t");
+  CHECK(slidelimit_deny_cache_check(b, u, u_len, 1, 100, &hit, &d) == SLIDELIMIT_RESULT_OK && !hit);
+  CHECK(slidelimit_deny_caches_forget_tenant(u, u_len) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_record(b, u, u_len, 1, false, 0, 500, 500, 1100, 1, 100) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_check(b, u, u_len, 1, 101, &hit, &d) == SLIDELIMIT_RESULT_OK && !hit);
+  CHECK(slidelimit_deny_cache_record(b, u, u_len, 1, false, 0, 500, 500, 1101, 1, 101) == SLIDELIMIT_RESULT_OK);
+  CHECK(slidelimit_deny_cache_check(b, u, u_len, 1, 102, &hit, &d) == SLIDELIMIT_RESULT_OK && hit);
   slidelimit_deny_cache_free(a);
   slidelimit_deny_cache_free(b);
 }

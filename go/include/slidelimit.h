@@ -672,7 +672,9 @@ void slidelimit_deny_cache_free(struct slidelimit_deny_cache *cache);
  * Asks the cache about a server-time acquire of `cost` by `tenant` at
  * `mono_ms`, the caller's monotonic clock in ms. `*out_hit` is true when
  * the cache denies it, with the local denial in `*out_decision` (untouched
- * otherwise): then make no Redis call.
+ * otherwise): then make no Redis call. Check every acquire whose answer
+ * you will record, before it is sent: a denial in flight across a reset
+ * is told apart by it.
  */
 slidelimit_result slidelimit_deny_cache_check(const struct slidelimit_deny_cache *cache, const uint8_t *tenant, size_t tenant_len, uint64_t cost, uint64_t mono_ms, bool *out_hit, struct slidelimit_decision *out_decision);
 
@@ -682,7 +684,8 @@ slidelimit_result slidelimit_deny_cache_check(const struct slidelimit_deny_cache
  * given to `slidelimit_deny_cache_check`), not when the reply came: Redis
  * decided in between, so the cached wait never outlasts Redis's (call it
  * after every server-time acquire that reached Redis):
- * a denial is cached, an admission of a lower cost than the cached
+ * a denial is cached (unless a reset of the tenant may have overtaken the
+ * call), an admission of a lower cost than the cached
  * denial's drops the tenant's entry (one of the same or a higher cost
  * leaves it: docs/protocol.md, "Local deny cache"). The decision
  * comes as its fields; `denied_by` is -1 for none.

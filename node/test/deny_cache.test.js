@@ -6,6 +6,7 @@ const net = require('node:net');
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const prom = require('prom-client');
+const Redis = require('ioredis');
 const slidelimit = require('..');
 const { url, unique, connect, sleep } = require('./helpers');
 
@@ -162,6 +163,60 @@ test('a reset through another limiter of the process clears the cached denial to
   assert.equal((await cached.acquire('elsewhere')).allowed, true, 'Redis is asked');
   assert.equal(await scriptCalls(p.resource), 3);
   await cached.reset('elsewhere');
+});
+
+// Forwards to the test server; while `hold` is set, replies wait until
+// `release()`: Redis has answered, the client has not read it yet.
+function replyHoldingProxy() {
+  const { hostname, port } = new URL(url);
+  const held = [];
+  const proxy = { hold: false, sockets: [] };
+  proxy.release = () => {
+    proxy.hold = false;
+    for (const [socket, chunk] of held.splice(0)) socket.write(chunk);
+  };
+  proxy.server = net.createServer((client) => {
+    const upstream = net.connect(Number(port), hostname);
+    proxy.sockets.push(client, upstream);
+    client.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => {
+      if (proxy.hold) held.push([client, chunk]);
+      else client.write(chunk);
+    });
+    for (const [a, b] of [[client, upstream], [upstream, client]]) {
+      a.on('error', () => b.destroy());
+      a.on('close', () => b.destroy());
+    }
+  });
+  return new Promise((resolve) => proxy.server.listen(0, '127.0.0.1', () => resolve(proxy)));
+}
+
+test('a denial Redis gave before a reset, read only after it, is not cached', async () => {
+  const p = policy({ limit: 1 });
+  const proxy = await replyHoldingProxy();
+  const slow = new Redis({ port: proxy.server.address().port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+  try {
+    const cached = new Limiter(slow, p, { timeoutMs: 10_000 });
+    const resetter = new Limiter(redis, p, { denyCache: false });
+    assert.equal((await cached.acquire('raced')).allowed, true);
+    proxy.hold = true;
+    const late = cached.acquire('raced');
+    const started = Date.now();
+    while ((await scriptCalls(p.resource)) < 2) {
+      if (Date.now() - started > 10_000) throw new Error('the acquire never reached Redis');
+      await sleep(2);
+    }
+    assert.equal(await resetter.reset('raced'), true);
+    proxy.release();
+    assert.equal((await late).allowed, false, 'Redis ran it before the DEL');
+    assert.equal((await cached.acquire('raced')).allowed, true, 'the stale denial was cached');
+    assert.equal(await scriptCalls(p.resource), 3);
+    await cached.reset('raced');
+  } finally {
+    slow.disconnect();
+    for (const socket of proxy.sockets) socket.destroy();
+    proxy.server.close();
+  }
 });
 
 test('switched off, every acquire asks Redis', async () => {

@@ -3,7 +3,9 @@ Redis call (counted with INFO commandstats), and which it never touches."""
 
 from __future__ import annotations
 
+import threading
 import time
+from typing import Any
 
 import prometheus_client
 import pytest
@@ -112,6 +114,53 @@ async def test_a_reset_through_another_limiter_clears_it_too(
     Limiter(r, policy, deny_cache=False).reset("elsewhere")
     assert cached.acquire("elsewhere").allowed and script_calls(r) == calls + 3
     cached.reset("elsewhere")
+
+
+class _HeldReplies(redis.Connection):
+    """A real connection whose replies are read only once `gate` is set,
+    while `held` is (the command has gone out; Redis answers meanwhile)."""
+
+    held = threading.Event()
+    gate = threading.Event()
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if self.held.is_set():
+            self.gate.wait(10)
+        return super().read_response(*args, **kwargs)
+
+
+def test_a_denial_a_reset_overtook_is_not_cached(
+    redis_url: str, r: redis.Redis, resource: str
+) -> None:
+    """A denial Redis gave before a reset's DEL, read only after the reset
+    has returned, is not cached: the tenant starts afresh in Redis."""
+    policy = loaded(r, log(resource, limit=1))
+    pool = redis.ConnectionPool.from_url(redis_url, connection_class=_HeldReplies)
+    slow = redis.Redis(connection_pool=pool)
+    cached = Limiter(slow, policy)
+    try:
+        assert cached.acquire("raced").allowed
+        calls = script_calls(r)
+        _HeldReplies.held.set()
+        late: list[slidelimit.Decision] = []
+        sender = threading.Thread(target=lambda: late.append(cached.acquire("raced")))
+        sender.start()
+        deadline = time.monotonic() + 10
+        while script_calls(r) == calls:  # Redis has run it (and denied)
+            assert time.monotonic() < deadline, "the acquire never reached Redis"
+            time.sleep(0.005)
+        Limiter(r, policy, deny_cache=False).reset("raced")
+        _HeldReplies.gate.set()
+        sender.join(10)
+        assert len(late) == 1 and not late[0].allowed, "Redis ran it before the DEL"
+        _HeldReplies.held.clear()
+        assert cached.acquire("raced").allowed, "the stale denial was cached"
+        assert script_calls(r) == calls + 2
+    finally:
+        _HeldReplies.held.clear()
+        _HeldReplies.gate.set()
+        cached.reset("raced")
+        pool.disconnect()
 
 
 def test_off_asks_redis_every_time(r: redis.Redis, resource: str) -> None:

@@ -2,7 +2,9 @@
 
 require_relative "test_helper"
 require "prometheus/client"
+require "socket"
 require "tmpdir"
+require "uri"
 
 # The local deny cache (core's) of Limiter#acquire on a real redis-server.
 # Redis calls are counted from INFO commandstats, so "no Redis call" is what
@@ -122,6 +124,86 @@ class TestDenyCache < Minitest::Test
     assert_equal 0, redis_calls { refute cached.acquire(t).allowed? }
     assert resetter.reset(t)
     assert_equal 1, redis_calls { assert cached.acquire(t).allowed? }
+  end
+
+  # Forwards to the test server; replies wait while @hold is set, until
+  # release: Redis has answered, the client has not read it yet.
+  class ReplyHoldingProxy
+    attr_reader :port
+
+    def initialize(upstream_url)
+      uri = URI(upstream_url)
+      @server = TCPServer.new("127.0.0.1", 0)
+      @port = @server.addr[1]
+      @lock = Mutex.new
+      @hold = false
+      @held = []
+      @sockets = []
+      @acceptor = Thread.new do
+        loop do
+          client = @server.accept
+          upstream = TCPSocket.new(uri.host, uri.port)
+          @lock.synchronize { @sockets.push(client, upstream) }
+          pipe(client, upstream, holding: false)
+          pipe(upstream, client, holding: true)
+        end
+      rescue IOError, SystemCallError
+        nil
+      end
+    end
+
+    def hold! = @lock.synchronize { @hold = true }
+
+    def release
+      @lock.synchronize do
+        @hold = false
+        @held.each { |socket, chunk| socket.write(chunk) }
+        @held.clear
+      end
+    end
+
+    def close
+      @server.close
+      @lock.synchronize { @sockets.each(&:close) }
+      @acceptor.join
+    end
+
+    private
+
+    def pipe(from, to, holding:)
+      Thread.new do
+        loop do
+          chunk = from.readpartial(16_384)
+          @lock.synchronize { holding && @hold ? @held << [to, chunk] : to.write(chunk) }
+        end
+      rescue IOError, SystemCallError
+        nil
+      end
+    end
+  end
+
+  def test_a_denial_a_reset_overtook_is_not_cached
+    p = policy(limit: 1, window_ms: 60_000)
+    proxy = ReplyHoldingProxy.new(redis_url)
+    slow = Slidelimit.redis(url: "redis://127.0.0.1:#{proxy.port}", timeout_ms: 10_000)
+    cached = Slidelimit::Limiter.new(slow, p)
+    t = tenant
+    assert cached.acquire(t).allowed?
+    calls = script_calls
+    proxy.hold!
+    late = Thread.new { cached.acquire(t) }
+    deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 10
+    while script_calls == calls # Redis has run it (and denied)
+      flunk "the acquire never reached Redis" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+      sleep 0.005
+    end
+    assert Slidelimit::Limiter.new(@redis, p, deny_cache: false).reset(t)
+    proxy.release
+    refute late.value.allowed?, "Redis ran it before the DEL"
+    assert_equal 1, redis_calls { assert cached.acquire(t).allowed?, "the stale denial was cached" }
+  ensure
+    slow&.close
+    proxy&.close
   end
 
   def test_off_asks_redis_every_time

@@ -9,6 +9,7 @@ use proptest::prelude::*;
 use slidelimit::{
     blocking, Algorithm, ErrorCode, Limit, MemoryEngine, Mode, Options, Policy, DEFAULT_BUCKETS,
 };
+use std::future::Future;
 
 fn limit_strategy() -> impl Strategy<Value = Limit> {
     (
@@ -250,6 +251,39 @@ fn validation_names_the_limit() {
     let bucketed = Limit::new(Algorithm::BucketedWindow, 2, 60_000);
     let p = Policy::with_limits("rl", "api", &[log(2, 1000), bucketed]).unwrap();
     assert_eq!(p.limits()[1].buckets, Some(DEFAULT_BUCKETS));
+}
+
+/// A denial Redis gave before a reset's `DEL`, whose reply is read only
+/// after the reset has returned, must not be cached: the tenant starts
+/// afresh in Redis, and the next acquire must ask it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denial_overtaken_by_a_reset_is_not_cached() {
+    let own = OwnRedis::start();
+    let mut raw = own.connection();
+    let policy = Policy::new("rl", "race", Algorithm::SlidingLog, 2, 60_000).unwrap();
+    let limiter = slidelimit::Limiter::connect(&own.url(), policy, Options::default())
+        .await
+        .unwrap();
+    assert!(limiter.acquire_n("race-t", 2).await.unwrap().allowed);
+    // Polled once: the cache is checked and the call is sent; its reply is
+    // not read until after the reset.
+    let mut late = Box::pin(limiter.acquire_n("race-t", 2));
+    let waker = std::task::Waker::noop();
+    let polled = late
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(waker));
+    assert!(polled.is_pending(), "{polled:?}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while command_calls(&mut raw, "evalsha") < 2 {
+        assert!(std::time::Instant::now() < deadline, "the call never ran");
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    limiter.reset("race-t").await.unwrap();
+    let denied = late.await.unwrap();
+    assert!(!denied.allowed, "Redis ran it before the DEL");
+    let after = limiter.acquire_n("race-t", 2).await.unwrap();
+    assert!(after.allowed, "the stale denial was cached");
+    assert_eq!(command_calls(&mut raw, "evalsha"), 3);
 }
 
 #[test]
