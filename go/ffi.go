@@ -435,10 +435,12 @@ func (h *denyCacheHandle) record(tenant string, cost uint64, d Decision, monoMs 
 func (h *denyCacheHandle) forget(tenant string) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if h.ptr != nil {
-		C.slidelimit_deny_cache_forget(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)))
-		runtime.KeepAlive(h)
+	if h.ptr == nil { // closed meanwhile: the other caches are still told
+		forgetTenant(tenant)
+		return
 	}
+	C.slidelimit_deny_cache_forget(h.ptr, bytesPtr(tenant), C.size_t(len(tenant)))
+	runtime.KeepAlive(h)
 }
 
 // forgetTenant drops tenant's entry in every deny cache of the process: a

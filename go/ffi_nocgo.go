@@ -1179,7 +1179,8 @@ func (h *denyCacheHandle) record(tenant string, cost uint64, d Decision, monoMs 
 func (h *denyCacheHandle) forget(tenant string) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if h.ptr == 0 {
+	if h.ptr == 0 { // closed meanwhile: the other caches are still told
+		forgetTenant(tenant)
 		return
 	}
 	own := h.in

@@ -423,17 +423,18 @@ func TestDenyCacheDropsADenialAResetOvertook(t *testing.T) {
 	resetter := newRedisLimiter(t, direct, p, slidelimit.WithoutDenyCache())
 	acquireN(t, cached, "t", 1)
 	before := commandCalls(t, direct, "evalsha")
-	proxy.SetDelay(300 * time.Millisecond)
-	late := make(chan slidelimit.Decision, 1)
+	proxy.SetDelay(time.Second)
+	type answer struct {
+		d   slidelimit.Decision
+		err error
+	}
+	late := make(chan answer, 1)
 	go func() {
 		d, err := cached.AcquireN(ctx, "t", 1)
-		if err != nil {
-			t.Error(err)
-		}
-		late <- d
+		late <- answer{d, err}
 	}()
 	// Redis has run it (and denied) once the count moves; its reply is
-	// still 300 ms away when the Reset runs.
+	// still a second away when the Reset runs.
 	for deadline := time.Now().Add(10 * time.Second); commandCalls(t, direct, "evalsha") == before; {
 		if time.Now().After(deadline) {
 			t.Fatal("the acquire never reached Redis")
@@ -443,8 +444,13 @@ func TestDenyCacheDropsADenialAResetOvertook(t *testing.T) {
 	if removed, err := resetter.Reset(ctx, "t"); err != nil || !removed {
 		t.Fatalf("Reset: %v %v", removed, err)
 	}
-	if d := <-late; d.Allowed {
-		t.Fatalf("Redis ran it before the Reset, so it was denied: %+v", d)
+	select {
+	case <-late:
+		t.Fatal("the reply came back before the Reset returned: nothing was overtaken")
+	default:
+	}
+	if a := <-late; a.err != nil || a.d.Allowed {
+		t.Fatalf("Redis ran it before the Reset, so it was denied: %+v %v", a.d, a.err)
 	}
 	proxy.SetDelay(0)
 	if calls := evalShas(t, direct, func() {

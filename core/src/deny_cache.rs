@@ -185,6 +185,16 @@ impl DenyCache {
         })
     }
 
+    /// Tells the cache that acquires were sent up to monotonic time
+    /// `latest_sent_ms` without [`DenyCache::check`] (a binding that skips
+    /// it while the cache is empty). Call it before each
+    /// [`DenyCache::record`] with the latest send time of any acquire of this
+    /// limiter so far: a reset this record is the first to see may have
+    /// overtaken any of them.
+    pub fn note_sent(&mut self, latest_sent_ms: u64) {
+        self.latest_ms = self.latest_ms.max(latest_sent_ms);
+    }
+
     /// Notes what Redis answered an acquire of `cost` by `tenant` sent at
     /// monotonic time `now_ms`: the time taken before the call (the one
     /// given to `check`), not when the reply came. Redis decided somewhere in
@@ -207,7 +217,8 @@ impl DenyCache {
         }
         self.remove(tenant);
         let slot = reset_slot(tenant);
-        // A record without its check still counts as checked now.
+        // A record without its check counts its own call as checked now;
+        // other unchecked calls in flight only through `note_sent`.
         self.latest_ms = self.latest_ms.max(now_ms);
         let resets = self.look_at(slot);
         if decision.retry_after_ms == 0 || now_ms < self.slots[slot].stale_before_ms {

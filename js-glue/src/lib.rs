@@ -424,9 +424,10 @@ impl MemoryEngine {
 
 /// Core's local deny cache for one limiter, in JS numbers. `mono_ms` is the
 /// caller's monotonic clock in whole milliseconds. The calls that change it
-/// return how many tenants it holds afterwards, so that JS can skip the
-/// cache's calls while it is empty (an empty cache answers every `check`
-/// with `None`, and `record` of an admission changes nothing in it).
+/// return how many tenants it holds afterwards, so that JS can skip `check`
+/// while it is empty (an empty cache answers every `check` with `None`, and
+/// `record` of an admission changes nothing in it); JS then passes the
+/// latest send time of any acquire to `record` (`DenyCache::note_sent`).
 #[derive(Debug, Clone)]
 pub struct DenyCache {
     inner: sl::DenyCache,
@@ -471,16 +472,23 @@ impl DenyCache {
 
     /// Notes Redis's answer `decision` to an acquire of `cost` by `tenant`
     /// (on server time) sent at `mono_ms`, taken before the call, not when
-    /// the reply came (`DenyCache::record`). Returns the tenants held.
+    /// the reply came (`DenyCache::record`); `latest_sent_ms`, the latest
+    /// time any acquire of this limiter was sent at (absent: every one was
+    /// checked). Returns the tenants held.
     pub fn record(
         &mut self,
         tenant: &str,
         cost: f64,
         decision: Decision,
         mono_ms: f64,
+        latest_sent_ms: Option<f64>,
     ) -> Result<u32> {
         let cost = sl::u64_from_f64("cost", cost)?;
         let mono_ms = sl::u64_from_f64("mono_ms", mono_ms)?;
+        if let Some(latest) = latest_sent_ms {
+            let latest = sl::u64_from_f64("latest_sent_ms", latest)?;
+            self.inner.note_sent(latest);
+        }
         self.inner
             .record(tenant, cost, &decision.to_core()?, mono_ms);
         Ok(held(&self.inner))
@@ -939,7 +947,7 @@ mod tests {
             denied_by: Some(1.0),
         };
         assert_eq!(c.check("t", 1.0, 1000.0).unwrap(), None);
-        assert_eq!(c.record("t", 2.0, denial, 1000.0).unwrap(), 1);
+        assert_eq!(c.record("t", 2.0, denial, 1000.0, None).unwrap(), 1);
         assert_eq!(c.check("t", 1.0, 1000.0).unwrap(), None, "lower cost");
         let d = c.check("t", 2.0, 1200.0).unwrap().unwrap();
         assert_eq!(
@@ -958,11 +966,11 @@ mod tests {
             denied_by: None,
             ..denial
         };
-        assert_eq!(c.record("t", 1.0, allowed, 1300.0).unwrap(), 0);
+        assert_eq!(c.record("t", 1.0, allowed, 1300.0, None).unwrap(), 0);
         assert_eq!(c.check("t", 2.0, 1300.0).unwrap(), None);
-        c.record("t", 2.0, denial, 1000.0).unwrap();
+        c.record("t", 2.0, denial, 1000.0, None).unwrap();
         assert_eq!(c.forget("t"), 0);
-        c.record("t", 2.0, denial, 1000.0).unwrap();
+        c.record("t", 2.0, denial, 1000.0, None).unwrap();
         c.clear();
         assert_eq!(c.size(), 0);
         for bad in [0.0, 1.5, -1.0, (sl::MAX_DENY_CACHE_CAPACITY + 1) as f64] {
@@ -970,6 +978,44 @@ mod tests {
             assert_eq!(e.field, Some("deny_cache_capacity"), "{bad}");
         }
         assert_eq!(DenyCache::new(Some(3.0)).unwrap().capacity(), 3.0);
+    }
+
+    /// JS skips `check` while the cache is empty, so two acquires can be in
+    /// flight unchecked across a reset; the latest send time handed to
+    /// `record` keeps the later one out too, whichever reply comes first.
+    #[test]
+    fn unchecked_calls_in_flight_across_a_reset_are_not_cached() {
+        let denial = Decision {
+            allowed: false,
+            remaining: 0.0,
+            retry_after_ms: 500.0,
+            reset_after_ms: 500.0,
+            now_ms: 10_000.0,
+            denied_by: None,
+        };
+        let mut c = DenyCache::new(None).unwrap();
+        // Sent at 90 and 100, neither checked; then a reset.
+        sl::forget_tenant("glue-unchecked-t");
+        c.record("glue-unchecked-t", 1.0, denial, 90.0, Some(100.0))
+            .unwrap();
+        assert_eq!(
+            c.record("glue-unchecked-t", 1.0, denial, 100.0, Some(100.0))
+                .unwrap(),
+            0,
+            "sent before the reset was seen"
+        );
+        assert_eq!(
+            c.record("glue-unchecked-t", 1.0, denial, 101.0, Some(101.0))
+                .unwrap(),
+            1,
+            "sent after it"
+        );
+        for bad in [f64::NAN, -1.0, 1.5] {
+            let e = c
+                .record("glue-unchecked-t", 1.0, denial, 101.0, Some(bad))
+                .unwrap_err();
+            assert_eq!(e.field, Some("latest_sent_ms"), "{bad}");
+        }
     }
 
     #[test]

@@ -387,6 +387,8 @@ class Limiter {
   // Tenants the deny cache may hold (exact after each record or forget; a
   // check only drops entries): while 0, its calls would change nothing.
   #denied = 0;
+  // The monotonic time of the latest acquire sent through the deny cache.
+  #latestSentMs = 0;
 
   constructor(redis, policy, options) {
     if (!redis || typeof redis.evalsha !== 'function' || typeof redis.eval !== 'function') {
@@ -484,6 +486,9 @@ class Limiter {
     // Taken before the call: Redis decides after it, so a denial's retry
     // counted from here never outlasts Redis's (a slow reply would).
     const sentMs = cache !== null ? monoNow() : 0;
+    // check is skipped while the cache is empty: record is told the latest
+    // send, so a denial a reset may have overtaken is not cached.
+    if (sentMs > this.#latestSentMs) this.#latestSentMs = sentMs;
     if (cache !== null && this.#denied > 0) {
       let local;
       try {
@@ -525,6 +530,7 @@ class Limiter {
               decision.nowMs,
               decision.deniedBy,
               sentMs,
+              this.#latestSentMs,
             );
           }
         } catch (e) {

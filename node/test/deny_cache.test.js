@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const prom = require('prom-client');
 const Redis = require('ioredis');
 const slidelimit = require('..');
-const { url, unique, connect, sleep } = require('./helpers');
+const { url, unique, connect, sleep, startRedis } = require('./helpers');
 
 const { Limiter, Metrics, InvalidArgumentError } = slidelimit;
 
@@ -165,10 +165,9 @@ test('a reset through another limiter of the process clears the cached denial to
   await cached.reset('elsewhere');
 });
 
-// Forwards to the test server; while `hold` is set, replies wait until
+// Forwards to 127.0.0.1:port; while `hold` is set, replies wait until
 // `release()`: Redis has answered, the client has not read it yet.
-function replyHoldingProxy() {
-  const { hostname, port } = new URL(url);
+function replyHoldingProxy(port) {
   const held = [];
   const proxy = { hold: false, sockets: [] };
   proxy.release = () => {
@@ -176,14 +175,17 @@ function replyHoldingProxy() {
     for (const [socket, chunk] of held.splice(0)) socket.write(chunk);
   };
   proxy.server = net.createServer((client) => {
-    const upstream = net.connect(Number(port), hostname);
+    const upstream = net.connect(port, '127.0.0.1');
     proxy.sockets.push(client, upstream);
     client.on('data', (chunk) => upstream.write(chunk));
     upstream.on('data', (chunk) => {
       if (proxy.hold) held.push([client, chunk]);
       else client.write(chunk);
     });
-    for (const [a, b] of [[client, upstream], [upstream, client]]) {
+    for (const [a, b] of [
+      [client, upstream],
+      [upstream, client],
+    ]) {
       a.on('error', () => b.destroy());
       a.on('close', () => b.destroy());
     }
@@ -191,31 +193,47 @@ function replyHoldingProxy() {
   return new Promise((resolve) => proxy.server.listen(0, '127.0.0.1', () => resolve(proxy)));
 }
 
-test('a denial Redis gave before a reset, read only after it, is not cached', async () => {
-  const p = policy({ limit: 1 });
-  const proxy = await replyHoldingProxy();
+async function evalshaCalls(client) {
+  const line = (await client.info('commandstats')).split('\r\n').find((l) => l.startsWith('cmdstat_evalsha:'));
+  return line ? Number(/calls=(\d+)/.exec(line)[1]) : 0;
+}
+
+// Two acquires in flight across a reset (sent while the cache was empty,
+// so JS did not check them), both denied by Redis before the DEL, their
+// replies read only after the reset returned: neither may be cached.
+// On a server of its own: no other test file's SCRIPT FLUSH reaches it.
+test('denials Redis gave before a reset, read only after it, are not cached', async () => {
+  const own = startRedis(unique('deny-race'));
+  const direct = new Redis({ port: own.port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
+  const proxy = await replyHoldingProxy(own.port);
   const slow = new Redis({ port: proxy.server.address().port, host: '127.0.0.1', maxRetriesPerRequest: 1 });
   try {
+    const p = policy({ limit: 1 });
     const cached = new Limiter(slow, p, { timeoutMs: 10_000 });
-    const resetter = new Limiter(redis, p, { denyCache: false });
+    const resetter = new Limiter(direct, p, { denyCache: false });
     assert.equal((await cached.acquire('raced')).allowed, true);
+    const before = await evalshaCalls(direct);
     proxy.hold = true;
-    const late = cached.acquire('raced');
+    const earlier = cached.acquire('raced');
+    await sleep(3); // a later send time
+    const later = cached.acquire('raced');
     const started = Date.now();
-    while ((await scriptCalls(p.resource)) < 2) {
-      if (Date.now() - started > 10_000) throw new Error('the acquire never reached Redis');
+    while ((await evalshaCalls(direct)) < before + 2) {
+      if (Date.now() - started > 10_000) throw new Error('the acquires never reached Redis');
       await sleep(2);
     }
     assert.equal(await resetter.reset('raced'), true);
     proxy.release();
-    assert.equal((await late).allowed, false, 'Redis ran it before the DEL');
-    assert.equal((await cached.acquire('raced')).allowed, true, 'the stale denial was cached');
-    assert.equal(await scriptCalls(p.resource), 3);
-    await cached.reset('raced');
+    assert.equal((await earlier).allowed, false, 'Redis ran it before the DEL');
+    assert.equal((await later).allowed, false, 'Redis ran it before the DEL');
+    assert.equal((await cached.acquire('raced')).allowed, true, 'a stale denial was cached');
+    assert.equal(await evalshaCalls(direct), before + 3);
   } finally {
     slow.disconnect();
+    direct.disconnect();
     for (const socket of proxy.sockets) socket.destroy();
     proxy.server.close();
+    own.stop();
   }
 });
 

@@ -390,11 +390,14 @@ impl Limiter {
             Store::Redis(connection) => {
                 let timeout = self.options.timeout;
                 self.forget_denials(tenant);
-                let deleted = within(timeout, connection, "DEL", connection.delete(&keys)).await;
-                // Again: a denial Redis gave before the DEL may have come
-                // back, and been cached, while it ran.
-                self.forget_denials(tenant);
-                deleted
+                // Again once the DEL has answered, failed or been dropped
+                // with this future: a denial Redis gave before the DEL may
+                // have come back, and been cached, while it ran.
+                let _again = ForgetOnDrop {
+                    limiter: self,
+                    tenant,
+                };
+                within(timeout, connection, "DEL", connection.delete(&keys)).await
             }
         }
     }
@@ -463,6 +466,19 @@ impl Limiter {
             metrics.observe(self.policy.resource(), tenant, &decision, false);
         }
         Ok(decision)
+    }
+}
+
+/// Forgets a tenant's cached denials when dropped: at the end of a reset,
+/// however it ends.
+struct ForgetOnDrop<'a> {
+    limiter: &'a Limiter,
+    tenant: &'a str,
+}
+
+impl Drop for ForgetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.limiter.forget_denials(self.tenant);
     }
 }
 

@@ -286,6 +286,55 @@ async fn a_denial_overtaken_by_a_reset_is_not_cached() {
     assert_eq!(command_calls(&mut raw, "evalsha"), 3);
 }
 
+/// A reset dropped while its `DEL` waits still forgets the tenant again at
+/// the end: a denial cached meanwhile (here by a limiter on another server,
+/// checked after the reset began) may predate the `DEL`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_reset_still_forgets_at_its_end() {
+    let (paused, other) = (OwnRedis::start(), OwnRedis::start());
+    let mut paused_raw = paused.connection();
+    let mut other_raw = other.connection();
+    let policy = Policy::new("rl", "dropped", Algorithm::SlidingLog, 1, 60_000).unwrap();
+    let connect = |url: String| {
+        let policy = policy.clone();
+        async move {
+            slidelimit::Limiter::connect(&url, policy, Options::default())
+                .await
+                .unwrap()
+        }
+    };
+    let resetter = connect(paused.url()).await;
+    let cached = connect(other.url()).await;
+    assert!(cached.acquire("dropped-t").await.unwrap().allowed);
+    let _: () = redis::cmd("CLIENT")
+        .arg(&["PAUSE", "10000", "WRITE"])
+        .query(&mut paused_raw)
+        .unwrap();
+    let mut reset = Box::pin(resetter.reset("dropped-t"));
+    let waker = std::task::Waker::noop();
+    let polled = reset
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(waker));
+    assert!(polled.is_pending(), "the DEL waits for the pause");
+    // Sent a millisecond or more after the reset began: cacheable.
+    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    assert!(!cached.acquire("dropped-t").await.unwrap().allowed);
+    let calls = command_calls(&mut other_raw, "evalsha");
+    assert!(!cached.acquire("dropped-t").await.unwrap().allowed);
+    assert_eq!(command_calls(&mut other_raw, "evalsha"), calls, "cached");
+    drop(reset);
+    assert!(!cached.acquire("dropped-t").await.unwrap().allowed);
+    assert_eq!(
+        command_calls(&mut other_raw, "evalsha"),
+        calls + 1,
+        "the dropped reset forgot the tenant at its end"
+    );
+    let _: () = redis::cmd("CLIENT")
+        .arg("UNPAUSE")
+        .query(&mut paused_raw)
+        .unwrap();
+}
+
 #[test]
 fn the_deny_cache_answers_without_redis_until_the_retry() {
     // A server of this test's own: nothing else runs scripts on it. A tenant

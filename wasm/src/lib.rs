@@ -235,6 +235,7 @@ impl DenyCache {
         now_ms: f64,
         denied_by: Option<f64>,
         mono_ms: f64,
+        latest_sent_ms: Option<f64>,
     ) -> Result<u32, JsValue> {
         let d = glue::Decision {
             allowed,
@@ -244,7 +245,9 @@ impl DenyCache {
             now_ms,
             denied_by,
         };
-        self.inner.record(tenant, cost, d, mono_ms).map_err(to_js)
+        self.inner
+            .record(tenant, cost, d, mono_ms, latest_sent_ms)
+            .map_err(to_js)
     }
 }
 

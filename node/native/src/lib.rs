@@ -331,6 +331,7 @@ impl DenyCache {
         now_ms: f64,
         denied_by: Option<f64>,
         mono_ms: f64,
+        latest_sent_ms: Option<f64>,
     ) -> Result<u32> {
         let decision = glue::Decision {
             allowed,
@@ -341,7 +342,7 @@ impl DenyCache {
             denied_by,
         };
         self.inner
-            .record(&tenant, cost, decision, mono_ms)
+            .record(&tenant, cost, decision, mono_ms, latest_sent_ms)
             .map_err(|e| to_js(env, e))
     }
 }

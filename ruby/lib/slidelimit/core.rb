@@ -157,6 +157,17 @@ module Slidelimit
         end
       end
 
+      # Yields the pointer under the lock and returns true; false once closed.
+      def use_if_open
+        @lock.synchronize do
+          pointer = @box[0]
+          return false unless pointer
+
+          yield pointer
+          true
+        end
+      end
+
       def close
         free = nil
         @lock.synchronize do

@@ -441,13 +441,12 @@ module Slidelimit
     end
 
     # Drops the tenant (its UTF-8 bytes) from every deny cache of the process:
-    # through this limiter's cache, or core's process-wide call without one.
+    # through this limiter's cache, or core's process-wide call without one
+    # (also once a close from another thread has freed the cache).
     def forget_denials(bytes)
-      if @deny_cache
-        @deny_cache.use { |c| Native.slidelimit_deny_cache_forget(c, bytes, bytes.bytesize) }
-      else
-        Native.slidelimit_deny_caches_forget_tenant(bytes, bytes.bytesize)
-      end
+      return if @deny_cache&.use_if_open { |c| Native.slidelimit_deny_cache_forget(c, bytes, bytes.bytesize) }
+
+      Native.slidelimit_deny_caches_forget_tenant(bytes, bytes.bytesize)
     end
 
     # A connection's first use in a forked child: redis-rb refuses it before
