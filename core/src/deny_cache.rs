@@ -74,15 +74,16 @@ pub struct DenyCache {
     /// Per slot of `RESETS`: the count this cache last saw, and the calls
     /// it no longer caches because a reset may have overtaken them.
     slots: Box<[SlotSeen]>,
-    /// The latest monotonic time a call was checked at.
+    /// The latest send time this cache knows of: every `check`'s, `record`'s
+    /// and `note_sent`'s.
     latest_ms: u64,
 }
 
 /// A reset is seen when a check or a record of a tenant of its slot next
-/// looks. Every call checked before that (its time at most `latest_ms`
-/// then) may have been run by Redis before the reset's `DEL`: a denial
-/// sent before `stale_before_ms` is not cached. Later calls were checked
-/// after the count moved, so were sent after the reset began.
+/// looks. Every call sent before that (its time at most `latest_ms` then)
+/// may have been run by Redis before the reset's `DEL`: a denial sent
+/// before `stale_before_ms` is not cached. Later calls were checked after
+/// the count moved, so were sent after the reset began.
 #[derive(Debug, Clone, Copy)]
 struct SlotSeen {
     resets: u64,
