@@ -955,27 +955,58 @@ def _peek_answers_writes_unavailable(ctx, d, where, peek, remaining, word, write
         )
 
 
-# A server state that refuses writes, how to enter and leave it, the word
-# its error holds, and whether DEL (a reset) is refused too.
+def _config_set(name, value):
+    return lambda ctx, server, admin: admin("CONFIG", "SET", name, value)
+
+
+def _fail_a_save(ctx, server, admin):
+    """A save point, and a save that failed. A directory where the dump
+    goes makes the finished dump's rename fail, for root as for anyone."""
+    dump = admin("CONFIG", "GET", "dbfilename")[1]
+    os.makedirs(os.path.join(server.dir, os.fsdecode(dump)), exist_ok=True)
+    admin("CONFIG", "SET", "save", "3600 1")
+    admin("BGSAVE")
+    deadline = time.monotonic() + 10
+    while (info := admin.info("persistence"))["rdb_bgsave_in_progress"] != "0":
+        if time.monotonic() > deadline:
+            ctx.fail("the BGSAVE did not end in 10 s")
+        time.sleep(0.02)
+    ctx.require(info["rdb_last_bgsave_status"] == "err", f"the BGSAVE did not fail: {info}")
+
+
+def _forget_the_failed_save(ctx, server, admin):
+    # Without a save point, a failed save no longer stops writes.
+    admin("CONFIG", "SET", "save", "")
+    dump = admin("CONFIG", "GET", "dbfilename")[1]
+    os.rmdir(os.path.join(server.dir, os.fsdecode(dump)))
+
+
+# A server state that refuses writes: its name, how to enter and leave it
+# (ctx, server, admin), the word its error holds, and whether DEL (a reset)
+# is refused too.
 _REFUSING_STATES = (
     # At maxmemory with noeviction a script's first write is refused, DEL
     # is not: it frees memory. Any memory in use is over one byte.
-    ("maxmemory", ("maxmemory", "1"), ("maxmemory", "0"), "OOM", False),
+    ("maxmemory", _config_set("maxmemory", "1"), _config_set("maxmemory", "0"), "OOM", False),
     # A master told to write only with a replica, and none connected.
     (
         "min-replicas-to-write",
-        ("min-replicas-to-write", "1"),
-        ("min-replicas-to-write", "0"),
+        _config_set("min-replicas-to-write", "1"),
+        _config_set("min-replicas-to-write", "0"),
         "NOREPLICAS",
         True,
     ),
+    # A save failed while a save point is configured, and
+    # stop-writes-on-bgsave-error is on (the default).
+    ("a failed save", _fail_a_save, _forget_the_failed_save, "MISCONF", True),
 )
 
 
 def refused_writes(ctx):
     """A server that refuses writes for a state it is in (`OOM` at maxmemory
     with `maxmemory-policy noeviction`; `NOREPLICAS` under
-    `min-replicas-to-write` without a replica): an acquire that would admit
+    `min-replicas-to-write` without a replica; `MISCONF` after a failed
+    save with a save point configured): an acquire that would admit
     (none here trims expired entries first, which at maxmemory Redis lets
     through, and then the RPUSH after it)
     is unavailable, the server's word in its message, and records nothing; a
@@ -993,7 +1024,7 @@ def refused_writes(ctx):
             d.limiter(_redis(server.url), policy)
             _record(ctx, d, where, "full", 3)
             _record(ctx, d, where, "part", 1)
-            admin("CONFIG", "SET", *enter)
+            enter(ctx, server, admin)
             before = _snapshot(admin)
             expect_decision(
                 ctx,
@@ -1035,7 +1066,7 @@ def refused_writes(ctx):
             else:
                 ctx.check(reset == {"ok": True}, f"{where}: a reset: {reset}")
                 ctx.check(not full_keys, f"{where}: the reset left {full_keys}")
-            admin("CONFIG", "SET", *leave)
+            leave(ctx, server, admin)
             expect_decision(
                 ctx,
                 d.req(op="acquire_at", tenant="part", now_ms=T + 13),
