@@ -547,7 +547,8 @@ def deny_cache(ctx):
     binding, each Redis call counted by INFO commandstats: after Redis denies
     an acquire of cost c, acquires of cost >= c are denied in-process with
     the retry counting down; a lower cost, a peek and a caller-time acquire
-    ask Redis; this limiter's reset drops the entry; a local denial of a
+    ask Redis; a bad cost is invalid_argument, cached denial or not; this
+    limiter's reset drops the entry; a local denial of a
     policy of several limits names the limit that denied, and its reset
     deletes every limit's key and the entry."""
     server = ctx.redis()
@@ -584,6 +585,18 @@ def deny_cache(ctx):
     step("cost 1, below the cached cost", {**acquire, "cost": 1}, True, allowed=False)
     step("cost 1 again, now cached", {**acquire, "cost": 1}, False, allowed=False)
     step("cost 2, above the cached cost", {**acquire, "cost": 2}, False, allowed=False)
+    # A cached denial answers only calls core accepts: a cost over the limit
+    # is the caller's bug, the same error as without the cache.
+    for bad in (3, 0):
+        before = script_calls()
+        expect_error(
+            ctx,
+            d.req(**acquire, cost=bad),
+            f"cost {bad} with a denial cached",
+            "invalid_argument",
+            "cost",
+        )
+        ctx.check(script_calls() == before, f"cost {bad} with a denial cached reached Redis")
     step("a peek", {"op": "peek", "tenant": "t", "cost": 2}, True, allowed=False)
     if denied:
         at = {"op": "acquire_at", "tenant": "t", "cost": 2, "now_ms": denied["now_ms"] + 1}

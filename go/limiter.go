@@ -665,6 +665,10 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 			return Decision{}, invalidArgument("clock", fmt.Sprintf("read %d ms, before 1970; the engine's clock must be Unix time", clock))
 		}
 		d, err = l.memory.check(l.handle, tenant, cost, now, uint64(clock), mode)
+	} else if call, callErr := l.callFor(tenant, cost, now, mode); callErr != nil {
+		// Core checks the call before the deny cache may answer it: a cost
+		// over the limit is the caller's bug, cached denial or not.
+		err = callErr
 	} else if l.deny != nil && mode == modeAcquire && now == nil {
 		// Only acquires on Redis time use the deny cache.
 		mono := l.monoMs()
@@ -672,12 +676,12 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 			l.observeLocal(tenant, cost, local)
 			return local, nil
 		}
-		if d, err = l.checkRedis(ctx, tenant, cost, now, mode); err == nil {
+		if d, err = l.checkRedis(ctx, call, mode); err == nil {
 			// The time before the call: the cached wait never outlasts Redis's.
 			l.deny.record(tenant, cost, d, mono)
 		}
 	} else {
-		d, err = l.checkRedis(ctx, tenant, cost, now, mode)
+		d, err = l.checkRedis(ctx, call, mode)
 	}
 	if mode == modeAcquire {
 		l.observe(tenant, cost, d, err)
@@ -760,17 +764,13 @@ func (l *Limiter) callFor(tenant string, cost uint64, now *uint64, mode callMode
 	return c, err
 }
 
-func (l *Limiter) checkRedis(ctx context.Context, tenant string, cost uint64, now *uint64, mode callMode) (Decision, error) {
-	call, err := l.callFor(tenant, cost, now, mode)
-	if err != nil {
-		return Decision{}, err
-	}
+func (l *Limiter) checkRedis(ctx context.Context, call scriptCall, mode callMode) (Decision, error) {
 	sc := l.acquire
 	if mode == modePeek {
 		sc = l.peek
 	}
 	var reply any
-	err = l.bounded(ctx, func(ctx context.Context) error {
+	err := l.bounded(ctx, func(ctx context.Context) error {
 		var err error
 		reply, err = l.evalSha(ctx, sc, call)
 		return err
