@@ -31,13 +31,19 @@ export interface RateLimitedOptions<D = any> {
 
 /**
  * Wraps a processor so that it runs only with a permit. The processor gets the
- * decision (null when it runs fail-open).
+ * decision (null when it runs fail-open) and BullMQ's cancellation signal
+ * (when BullMQ gives one); `job.data` without the wrapper's `slidelimit` count.
  */
 export function rateLimited<D = any, R = any>(
   limiter: RateLimiter,
-  processor: (job: Job<D>, token: string | undefined, decision: Decision | null) => Promise<R>,
+  processor: (
+    job: Job<D>,
+    token: string | undefined,
+    decision: Decision | null,
+    signal: AbortSignal | undefined,
+  ) => Promise<R>,
   options: RateLimitedOptions<D>,
-): (job: Job<D>, token?: string) => Promise<R>;
+): (job: Job<D>, token?: string, signal?: AbortSignal) => Promise<R>;
 
 /** The attempt failed: denied again after `maxDeferrals` deferrals in this attempt. */
 export class DeferralLimitError extends Error {

@@ -34,4 +34,8 @@ exports.MalformedReplyError = errors.MalformedReplyError;
 exports.PermissionDeniedError = errors.PermissionDeniedError;
 exports.InternalError = errors.InternalError;
 /** Cluster slot of a key (CRC16/XMODEM mod 16384), from core. */
-exports.slot = (key) => core.slot(key);
+exports.slot = (key) => {
+  // napi would throw its own error and wasm would coerce: both refuse it here.
+  if (typeof key !== 'string') throw errors.invalid('key', `must be a string, got ${typeof key}`);
+  return core.slot(key);
+};

@@ -135,26 +135,48 @@ function rateLimited(limiter, processor, options = {}) {
     throw new DelayedError();
   }
 
-  return async function rateLimitedProcessor(job, token) {
+  // The processor sees the job's data as it was enqueued: the wrapper's
+  // count is its own (a provider sent `job.data` would get it too).
+  function run(job, token, decision, signal) {
+    if (Object.hasOwn(job.data, STATE_KEY)) {
+      const { [STATE_KEY]: _counts, ...data } = job.data;
+      job.data = data;
+    }
+    return processor(job, token, decision, signal);
+  }
+
+  // A cancelled job (worker.cancelJob) spends no permit and is not delayed:
+  // delaying it would bring it back.
+  function throwIfCancelled(signal) {
+    if (signal && signal.aborted) throw signal.reason;
+  }
+
+  // Three parameters: BullMQ makes the cancellation signal only for a
+  // processor that declares a third (processor.length), and passes it on.
+  return async function rateLimitedProcessor(job, token, signal) {
     const state = stateOf(job);
+    throwIfCancelled(signal);
     let decision;
     try {
       decision = await limiter.acquire(tenantOf(job), { cost: costOf(job) });
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
-      if (onUnavailable === 'run') return processor(job, token, null);
+      if (onUnavailable === 'run') return run(job, token, null, signal);
       if (onUnavailable === 'fail') throw err;
+      throwIfCancelled(signal);
       // An outage is no denial: it never counts toward maxDeferrals.
       if (state.unavailable >= maxOutageDeferrals) throw new OutageLimitError(state.unavailable, err);
       const streak = state.unavailable + 1;
-      const wait = Math.min(backoff.maxMs, backoff.baseMs * 2 ** (streak - 1));
+      // A long streak's power is Infinity, and 0 * Infinity is NaN.
+      const wait = backoff.baseMs === 0 ? 0 : Math.min(backoff.maxMs, backoff.baseMs * 2 ** (streak - 1));
       return delay(job, token, wait + jitter(), { deferrals: state.deferrals, unavailable: streak });
     }
     if (!decision.allowed) {
+      throwIfCancelled(signal);
       if (state.deferrals >= maxDeferrals) throw new DeferralLimitError(state.deferrals);
       return delay(job, token, decision.retryAfterMs + jitter(), { deferrals: state.deferrals + 1, unavailable: 0 });
     }
-    return processor(job, token, decision);
+    return run(job, token, decision, signal);
   };
 }
 

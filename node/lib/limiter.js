@@ -557,7 +557,11 @@ class Limiter {
         const pause = core.resendPauseMs(err.message, attempt);
         if (pause != null && pause < this.#deadlines.left(ticket)) {
           attempt += 1;
-          setTimeout(() => this.#redis.evalsha(...call).then(answer, onError), pause);
+          setTimeout(() => {
+            // A loop that stalled past the deadline: the call was rejected
+            // as unavailable, so no resend may spend a permit for it.
+            if (this.#deadlines.left(ticket) > 0) this.#redis.evalsha(...call).then(answer, onError);
+          }, pause);
           return undefined;
         }
         const failure = policy.mapServerError(err.message, key, false);
@@ -657,7 +661,8 @@ class MemoryLimiter {
       // The clock stands in for Redis's and alone expires keys (as PEXPIRE
       // runs on server time), so it goes along even when the caller passes nowMs.
       const run = peek ? this.#engine.peek : this.#engine.acquire;
-      return run.call(this.#engine, this.#policy, tenantOf(tenant), cost, nowMs, this.#clock());
+      const clockMs = num('clock_ms', this.#clock());
+      return run.call(this.#engine, this.#policy, tenantOf(tenant), cost, nowMs, clockMs);
     } catch (e) {
       throw fromCore(e);
     }

@@ -35,6 +35,7 @@ async function setup(processorFor, workerOptions = {}) {
   await worker.waitUntilReady();
   return {
     queue,
+    worker,
     failures,
     close: async () => {
       await worker.close();
@@ -63,7 +64,7 @@ test('a denied job is delayed for the hint, not failed, and completes later', as
     rateLimited(
       limiter,
       async (job, _token, decision) => {
-        runs.push({ at: Date.now(), decision });
+        runs.push({ at: Date.now(), decision, data: job.data });
         return `geocoded ${job.data.address}`;
       },
       { tenant: (job) => job.data.apiKey, jitterMs: 100 },
@@ -84,6 +85,8 @@ test('a denied job is delayed for the hint, not failed, and completes later', as
     assert.equal(done.failedReason, undefined);
     assert.equal(runs.length, 1);
     assert.equal(runs[0].decision.allowed, true);
+    // The wrapper's count stays its own: the processor gets the data enqueued.
+    assert.deepEqual(runs[0].data, { apiKey: 'k1', address: 'Main St 1' });
     assert.ok(runs[0].decision.nowMs >= freeAt, 'not run before the permit freed');
     // Delayed for the hint plus at most 100 ms jitter; the rest is slack for a busy machine.
     assert.ok(runs[0].at - freeAt < 100 + 1500, `ran ${runs[0].at - freeAt} ms after the permit freed`);
@@ -374,6 +377,77 @@ test('a saved count that is no count fails the job naming it', async () => {
   }
   const job = { attemptsMade: 0, data: { slidelimit: { attempt: 0, deferrals: 2, unavailable: 0 } } };
   assert.equal(await processor(job, 'token'), 'ran');
+});
+
+test("BullMQ's cancellation signal reaches the processor, and worker.cancelJob ends the job", async () => {
+  const limiter = Limiter.memory({ resource: unique('geo'), limit: 10, windowMs: 60_000 });
+  let started;
+  const running = new Promise((resolve) => (started = resolve));
+  const env = await setup(() =>
+    rateLimited(
+      limiter,
+      (job, _token, decision, signal) =>
+        new Promise((_resolve, reject) => {
+          started(job.id);
+          assert.equal(decision.allowed, true);
+          // Without a signal BullMQ would wait on this job for good.
+          setTimeout(() => reject(new Error('no abort in 5 s')), 5000);
+          signal.addEventListener('abort', () => reject(new Error('aborted by cancelJob')));
+        }),
+      { tenant: (job) => job.data.apiKey },
+    ),
+  );
+  try {
+    const job = await env.queue.add('lookup', { apiKey: 'k1' }, { attempts: 1 });
+    assert.equal(await running, job.id);
+    assert.equal(env.worker.cancelJob(job.id), true, 'BullMQ made a signal for the wrapped processor');
+    await waitFor('the cancelled job to fail', async () => (await stateOf(env.queue, job.id)) === 'failed');
+    assert.match((await env.queue.getJob(job.id)).failedReason, /aborted by cancelJob/);
+  } finally {
+    await env.close();
+  }
+});
+
+test('a cancelled job spends no permit and is not delayed', async () => {
+  const limiter = Limiter.memory({ resource: unique('geo'), limit: 1, windowMs: 60_000 });
+  const processor = rateLimited(limiter, async () => 'ran', { tenant: () => 't' });
+  const cancelled = new AbortController();
+  cancelled.abort(new Error('cancelled before its turn'));
+  const job = {
+    attemptsMade: 0,
+    data: {},
+    updateData: () => assert.fail('a cancelled job was delayed'),
+    moveToDelayed: () => assert.fail('a cancelled job was delayed'),
+  };
+  await assert.rejects(processor(job, 'token', cancelled.signal), /cancelled before its turn/);
+  assert.equal((await limiter.acquire('t')).allowed, true, 'no permit spent');
+});
+
+test('an outage streak past 2^10 with a base of 0 ms still delays by a number', async () => {
+  const { UnavailableError } = require('..');
+  const down = {
+    acquire: async () => {
+      throw new UnavailableError('unavailable', 'redis unavailable: down for the test');
+    },
+  };
+  const processor = rateLimited(down, async () => 'ran', {
+    tenant: () => 't',
+    jitterMs: 0,
+    unavailableBackoff: { baseMs: 0, maxMs: 1000 },
+  });
+  const delays = [];
+  const job = {
+    attemptsMade: 0,
+    data: { slidelimit: { attempt: 0, deferrals: 0, unavailable: 1100 } },
+    updateData: async (data) => {
+      job.data = data;
+    },
+    moveToDelayed: async (at) => delays.push(at - Date.now()),
+  };
+  await assert.rejects(processor(job, 'token'), { name: 'DelayedError' });
+  assert.equal(delays.length, 1);
+  assert.ok(Number.isFinite(delays[0]) && delays[0] <= 0, `delayed by ${delays[0]} ms`);
+  assert.equal(job.data.slidelimit.unavailable, 1101);
 });
 
 test('the geocoding example runs: 5 lookups at once, the other 3 after the window', () => {

@@ -104,6 +104,9 @@ test('keys and slots come from core', () => {
   assert.equal(l.key('a\0b c'), 'rl:{geocode:a%00b%20c}:log:60000');
   assert.equal(l.key('zoë-東京'), 'rl:{geocode:zoë-東京}:log:60000');
   assert.equal(slidelimit.slot('foo'), 12182);
+  for (const key of [5, null, undefined, {}, ['foo']]) {
+    assert.throws(() => slidelimit.slot(key), (e) => e instanceof InvalidArgumentError && e.field === 'key');
+  }
   const c = Limiter.memory({ resource: 'geocode', algorithm: 'sliding_counter', limit: 1, windowMs: 1000 });
   assert.equal(c.key('t'), 'rl:{geocode:t}:counter:1000');
   assert.deepEqual(c.policy, {
@@ -188,6 +191,38 @@ test('memory limiter options are checked when the limiter is made, as on Redis',
   await assertInvalid(() => new MemoryLimiter(policy(), { engine: {} }), 'engine');
   const m = new MemoryLimiter(policy(), { metrics: null, clock: () => 1000 });
   assert.equal((await m.acquire('t')).nowMs, 1000);
+  // What the clock returns is checked as any number: native and wasm alike.
+  for (const clock of [() => new Date(), () => '1000', () => undefined, () => 1000n, () => NaN, () => -1, () => 1.5]) {
+    const bad = new MemoryLimiter(policy(), { metrics: null, clock });
+    await assert.rejects(bad.acquire('t'), (e) => e instanceof InvalidArgumentError && e.field === 'clock_ms', String(clock));
+  }
+});
+
+test('a resend after TRYAGAIN is not sent once the deadline has passed', async () => {
+  let calls = 0;
+  const stub = {
+    options: {},
+    evalsha: () => {
+      calls += 1;
+      return new Promise((_resolve, reject) => {
+        setTimeout(() => {
+          const err = new Error('TRYAGAIN Multiple keys request during rehashing of slot');
+          err.name = 'ReplyError';
+          reject(err);
+          // The loop stalls past the deadline after the resend was planned.
+          queueMicrotask(() => {
+            const until = performance.now() + 80;
+            while (performance.now() < until);
+          });
+        }, 25);
+      });
+    },
+    eval: () => assert.fail('no EVAL'),
+  };
+  const limiter = new Limiter(stub, policy(), { timeoutMs: 50, metrics: null });
+  await assert.rejects(limiter.acquire('t'), UnavailableError);
+  await sleep(50);
+  assert.equal(calls, 1, 'a resend spent a permit for a call already failed');
 });
 
 test('a misspelt key is refused, never left at its default', async () => {
