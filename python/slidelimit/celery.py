@@ -20,8 +20,10 @@ kwargs, headers, routing) is published again with a countdown of
   `expires` passes before its next chance is not published again: it is
   marked REVOKED ("expired") in the result backend, as Celery marks an
   expired task, and ends with `Ignore`;
-- in eager mode (`task_always_eager`, `.apply()`) nothing can be published
-  for later: a denial raises `RateLimited` instead (no recursion);
+- in eager mode (`task_always_eager`, `.apply()`), and for a task called
+  as a plain function (`geocode(...)`, no message), nothing can be published
+  for later: a denial raises `RateLimited` instead (no recursion), and an
+  unavailable Redis with "defer" raises `Unavailable`;
 - when Redis is unavailable (`slidelimit.Unavailable`), `on_unavailable`
   decides: "defer" (default) publishes the task again after an exponential
   backoff (streak in the `slidelimit-outages` header, same cap), "run" fails
@@ -199,14 +201,14 @@ def rate_limited(
             except Unavailable:
                 if on_unavailable == "run":
                     return fn(task, *args, **kwargs)
-                if on_unavailable == "fail" or task.request.is_eager:
+                if on_unavailable == "fail" or _cannot_defer(task):
                     raise
                 streak = _header(task, OUTAGES_HEADER)
                 delay_ms = min(base_ms * 2**streak, max_ms)
                 _defer(task, args, kwargs, delay_ms, {OUTAGES_HEADER: streak + 1})
             if decision.allowed:
                 return fn(task, *args, **kwargs)
-            if task.request.is_eager:
+            if _cannot_defer(task):
                 raise RateLimited(decision)
             _defer(task, args, kwargs, decision.retry_after_ms, {OUTAGES_HEADER: 0})
 
@@ -238,6 +240,14 @@ def rate_limited(
         return run  # type: ignore[return-value]
 
     return decorate
+
+
+def _cannot_defer(task: Task) -> bool:
+    """Eager mode (`.apply()`, `task_always_eager`) and a task called as a
+    plain function (no message, no id) have nothing to publish again: as
+    Celery's own `retry`, they raise instead."""
+    request = task.request
+    return bool(request.is_eager or request.called_directly)
 
 
 def _expires(value: object) -> datetime.datetime | None:

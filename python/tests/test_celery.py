@@ -13,9 +13,10 @@ import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from unittest import mock
 
 import pytest
-from celery import Celery
+from celery import Celery, Task
 
 import slidelimit
 from slidelimit import Algorithm, Limiter, Policy
@@ -159,6 +160,38 @@ def test_eager_mode_raises_instead_of_recursing() -> None:
         job.apply(args=(2,)).get()
     assert info.value.decision.retry_after_ms > 0
     assert ran == [1]
+
+
+def test_a_task_called_as_a_function_raises_instead_of_publishing() -> None:
+    # Not eager: a broker is configured, but a plain call has no message to
+    # publish again (its id is None), as Celery's own retry knows.
+    app = Celery("direct", broker="memory://", backend="cache+memory://")
+    policy = Policy("rl", "direct", Algorithm.SLIDING_LOG, limit=1, window_ms=60_000)
+    limiter = Limiter.memory(policy)
+    down = Limiter.from_url("redis://127.0.0.1:1/", policy, timeout_ms=200)
+    ran: list[int] = []
+
+    @app.task(bind=True)
+    @rate_limited(limiter, tenant="t")
+    def job(self: Any, n: int) -> int:
+        ran.append(n)
+        return n
+
+    @app.task(bind=True)
+    @rate_limited(down, tenant="t")
+    def job_on_a_down_redis(self: Any) -> str:
+        return "ran"
+
+    published: list[Any] = []
+    with mock.patch.object(Task, "apply_async", lambda *a, **k: published.append(a)):
+        assert job(1) == 1
+        with pytest.raises(RateLimited) as info:
+            job(2)
+        with pytest.raises(slidelimit.Unavailable):
+            job_on_a_down_redis()
+    assert info.value.decision.retry_after_ms > 0
+    assert ran == [1]
+    assert published == []
 
 
 def test_unavailable_redis_runs_or_fails_as_told() -> None:
