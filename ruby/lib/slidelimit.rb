@@ -52,6 +52,12 @@ module Slidelimit
   # of a Redis Cluster instead. Other options go to Redis.new as they are.
   def self.redis(url: nil, cluster: nil, timeout_ms: DEFAULT_TIMEOUT_MS, **options)
     check_timeout_ms(timeout_ms)
+    # redis-rb reads :timeout only where no connect/read/write timeout is
+    # set, and this sets all three: it would be ignored.
+    if options.key?(:timeout)
+      raise Slidelimit.invalid("timeout", "is not taken here; pass timeout_ms (milliseconds) instead, " \
+                                          "got #{options[:timeout].inspect}")
+    end
     seconds = timeout_ms / 1000.0
     options = { connect_timeout: seconds, read_timeout: seconds, write_timeout: seconds,
                 reconnect_attempts: 0 }.merge(options)

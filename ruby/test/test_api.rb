@@ -40,6 +40,7 @@ class TestApi < Minitest::Test
       { algorithm: :fixed_window } => "algorithm",
       { algorithm: 1 } => "algorithm",
       { algorithm: false } => "algorithm", # only nil is "not given"
+      { algorithm: "\xFF" } => "algorithm", # not valid UTF-8: no Symbol can be made of it
     }
     cases.each do |override, field|
       e = assert_raises(Slidelimit::InvalidArgument, override.inspect) do
@@ -287,6 +288,8 @@ class TestApi < Minitest::Test
       { cluster: [nil] } => "cluster",
       { cluster: ["redis://127.0.0.1:1", "unix:///tmp/redis.sock"] } => "cluster",
       { url: "redis://127.0.0.1:1", cluster: ["redis://127.0.0.1:2"] } => "url",
+      # redis-rb would ignore it next to the three timeouts set from timeout_ms.
+      { url: "redis://127.0.0.1:1", timeout: 5 } => "timeout",
     }.each do |options, field|
       e = assert_raises(Slidelimit::InvalidArgument, options.inspect) { Slidelimit.redis(**options) }
       assert_equal field, e.field, options.inspect

@@ -60,6 +60,34 @@ class TestSidekiqMiddleware < Minitest::Test
     assert_in_delta @now + 60.0, at, 0.001 # retry_after 60 s, no jitter
   end
 
+  # A client middleware that refuses every push (as a uniqueness lock
+  # refuses a jid still running).
+  class RefusesEveryPush
+    def call(*)
+      false
+    end
+  end
+
+  def test_a_deferral_skips_client_middleware_that_would_drop_it
+    limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
+    worker = worker_with(limiter: limiter, tenant: ->(j) { j["args"][0] }, jitter_ms: 0)
+    @middleware.call(worker, job, "default") {}
+    Sidekiq.client_middleware { |chain| chain.add RefusesEveryPush }
+    begin
+      retried = job("retry_count" => 2, "error_message" => "boom", "failed_at" => 3.0)
+      @middleware.call(worker, retried, "default") { flunk "ran" }
+    ensure
+      Sidekiq.client_middleware { |chain| chain.remove RefusesEveryPush }
+    end
+    (payload, at), = scheduled
+    refute_nil payload, "the deferred job was lost"
+    assert_equal "abc123", payload["jid"]
+    assert_equal [2, "boom", 3.0], payload.values_at("retry_count", "error_message", "failed_at"),
+                 "a deferral leaves the retry state as it was"
+    refute payload.key?("at")
+    assert_in_delta @now + 60.0, at, 0.001
+  end
+
   def test_a_denial_ends_an_outage_streak
     limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
     worker = worker_with(limiter: limiter, tenant: ->(j) { j["args"][0] }, jitter_ms: 0)

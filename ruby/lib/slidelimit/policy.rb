@@ -15,7 +15,8 @@ module Slidelimit
     attr_reader :algorithm, :limit, :window_ms, :buckets
 
     def initialize(limit:, window_ms:, algorithm: Policy.default_algorithm, buckets: nil)
-      @algorithm = algorithm.is_a?(String) ? algorithm.to_sym : algorithm
+      # A String that is not valid text stays one: core refuses it, naming algorithm.
+      @algorithm = algorithm.is_a?(String) && algorithm.valid_encoding? ? algorithm.to_sym : algorithm
       @limit = limit
       @window_ms = window_ms
       @buckets = buckets

@@ -20,8 +20,8 @@ module Slidelimit
   #     def perform(api_key, address) = ...
   #   end
   #
-  # A denied job is pushed back with the same jid and the same hash
-  # (retry_count untouched) and `at` = now + retry_after + jitter; the body
+  # A denied job goes back on the schedule with the same jid and the same
+  # hash (retry_count untouched), due at now + retry_after + jitter; the body
   # does not run and Sidekiq counts the run as done, so nothing goes to the
   # retry or dead set. The job hash counts its deferrals
   # ("slidelimit_deferrals"); past max_deferrals the middleware raises
@@ -183,9 +183,14 @@ module Slidelimit
         config.jitter_ms.zero? ? 0 : @random.rand(0..config.jitter_ms)
       end
 
-      # The same job (same jid, same retry_count) onto Sidekiq's schedule.
+      # The same job (same jid, same retry_count) onto Sidekiq's schedule,
+      # written there as Sidekiq's own retries are. Client middleware runs
+      # when the scheduler enqueues it; run now, it could refuse a jid that is
+      # still running (a uniqueness lock), and the job would be lost.
       def push_back(job, delay_ms)
-        ::Sidekiq::Client.push(job.merge("at" => @clock.call + (delay_ms / 1000.0)))
+        at = @clock.call + (delay_ms / 1000.0)
+        payload = ::Sidekiq.dump_json(job.except("at"))
+        ::Sidekiq.redis { |conn| conn.zadd("schedule", at.to_s, payload) }
         nil
       end
     end
