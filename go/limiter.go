@@ -652,6 +652,11 @@ func (l *Limiter) check(ctx context.Context, tenant string, cost uint64, now *ui
 		return Decision{}, err
 	}
 	if err := checkContext(ctx); err != nil {
+		// An acquire the caller's context refused is still one the
+		// observers count, as the error the caller gets.
+		if mode == modeAcquire {
+			l.observe(tenant, cost, Decision{}, err)
+		}
 		return Decision{}, err
 	}
 	var d Decision

@@ -1,6 +1,7 @@
 package slidelimit_test
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"testing"
@@ -81,6 +82,17 @@ func TestObserversSeeEveryAcquire(t *testing.T) {
 	}
 	if len(order) != 3 {
 		t.Errorf("the second observer saw %d acquires, want 3", len(order))
+	}
+
+	// So does one whose context the caller had already ended, or a nil one.
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	_, ended := l.AcquireAt(canceled, "t", 1, 1500)
+	_, nilCtx := l.AcquireAt(nil, "t", 1, 1500) // the bad input: refused, and observed
+	if events := first.take(); len(events) != 2 ||
+		events[0].Err != ended || !errors.Is(ended, context.Canceled) ||
+		events[1].Err != nilCtx || !errors.Is(nilCtx, slidelimit.ErrInvalidArgument) {
+		t.Errorf("ended and nil contexts: %+v, the callers got %v and %v", events, ended, nilCtx)
 	}
 
 	// After Close an acquire still reaches the observers, as the error the

@@ -224,8 +224,21 @@ func (m *Middleware) Work(ctx context.Context, job *rivertype.JobRow, doInner fu
 
 // Wrap gates one typed worker: tenant names the tenant (and cost) of each job.
 func Wrap[T river.JobArgs](worker river.Worker[T], gate *Gate, tenant func(job *river.Job[T]) (string, uint64)) river.Worker[T] {
+	if worker == nil {
+		return nilWorker[T]{}
+	}
 	return &wrapped[T]{Worker: worker, gate: gate, tenant: tenant}
 }
+
+// nilWorker stands in for a nil worker given to Wrap. River asks a worker
+// for its middleware, timeout and retry policy besides Work, and a wrapper
+// around nil would panic there: this has River's defaults and fails each job.
+type nilWorker[T river.JobArgs] struct{ river.WorkerDefaults[T] }
+
+func (nilWorker[T]) Work(context.Context, *river.Job[T]) error { return errNilWorkerOrTenant }
+
+var errNilWorkerOrTenant = fmt.Errorf("riverlimit: Wrap was given a nil worker or tenant function: %w",
+	slidelimit.ErrInvalidArgument)
 
 type wrapped[T river.JobArgs] struct {
 	river.Worker[T]
@@ -234,8 +247,8 @@ type wrapped[T river.JobArgs] struct {
 }
 
 func (w *wrapped[T]) Work(ctx context.Context, job *river.Job[T]) error {
-	if w.Worker == nil || w.tenant == nil {
-		return fmt.Errorf("riverlimit: Wrap was given a nil worker or tenant function: %w", slidelimit.ErrInvalidArgument)
+	if w.tenant == nil {
+		return errNilWorkerOrTenant
 	}
 	tenant, cost := w.tenant(job)
 	return w.gate.Run(ctx, job.JobRow, tenant, cost, func(ctx context.Context) error {

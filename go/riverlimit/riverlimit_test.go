@@ -513,6 +513,15 @@ func TestBadGateOptionsAreErrorsNotPanics(t *testing.T) {
 			t.Errorf("%s: want ErrInvalidArgument, got %v", name, err)
 		}
 	}
+	// River asks a worker for these before Work: a wrapped nil worker answers
+	// River's defaults instead of panicking.
+	nilWorker := riverlimit.Wrap[geocodeArgs](nil, byDefault,
+		func(*river.Job[geocodeArgs]) (string, uint64) { return "key-1", 1 })
+	typed := &river.Job[geocodeArgs]{JobRow: job}
+	if m, timeout, retry := nilWorker.Middleware(job), nilWorker.Timeout(typed), nilWorker.NextRetry(typed); m != nil ||
+		timeout != 0 || !retry.IsZero() {
+		t.Errorf("a wrapped nil worker: middleware %v, timeout %v, next retry %v; want River's defaults", m, timeout, retry)
+	}
 }
 
 // A job whose own context has ended (its JobTimeout, River's StopAndCancel)
