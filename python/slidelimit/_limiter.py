@@ -31,6 +31,7 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.exceptions import (
     AskError,
+    AuthenticationError,
     BusyLoadingError,
     ClusterDownError,
     ExecAbortError,
@@ -160,12 +161,31 @@ def _server_text(e: RedisError) -> str | None:
     for cls, prefix in _PREFIXES:
         if isinstance(e, cls):
             return f"{prefix} {e}"
+    if isinstance(e, AuthenticationError):
+        # redis-py 7 keeps neither word; NOAUTH's text is "Authentication required."
+        word = "NOAUTH" if str(e).startswith("Authentication required") else "WRONGPASS"
+        return f"{word} {e}"
     if isinstance(e, ResponseError):
         text = str(e)
         # An unknown prefix (WRONGTYPE, BUSY) stays in the text; redis-py
         # before 8 drops a leading "ERR " without a trace.
         first = text.split(" ", 1)[0]
         return text if first.isalpha() and first.isupper() else f"ERR {text}"
+    return None
+
+
+def _reply_text(e: BaseException) -> str | None:
+    """The server's error reply behind what the client raised, or None.
+    A Cluster client that cannot start says so in its own exception, raised
+    from what a node answered: a refused password (redis-py's
+    AuthenticationError) is still the server's refusal, not an outage."""
+    if isinstance(e, RedisError):
+        return _server_text(e)
+    cause = e.__cause__
+    while cause is not None:
+        if isinstance(cause, AuthenticationError):
+            return _server_text(cause)
+        cause = cause.__cause__
     return None
 
 
@@ -622,7 +642,7 @@ class Limiter:
         try:
             client = redis.cluster.RedisCluster(startup_nodes=nodes, **options)
         except _TRANSPORT as e:
-            raise _unavailable(e) from e
+            raise _command_error(e) from e
         limiter = cls(client, policy, metrics=metrics, deny_cache=deny_cache)
         limiter._client = _GatedCluster(client, timeout_ms)
         return limiter
@@ -758,7 +778,7 @@ class _Resends:
 
     def pause(self, e: BaseException) -> float | None:
         """Seconds to wait before sending the call again, or None."""
-        text = _server_text(e) if isinstance(e, RedisError) else None
+        text = _reply_text(e)
         ms = None if text is None else _core._resend_pause_ms(text, min(self._attempt, 2**32 - 1))
         if ms is None:
             return None
@@ -788,7 +808,7 @@ def _socket_timeout_s(client: Any) -> float:
 def _call_error(e: BaseException, policy: Policy, key: str) -> BaseException | None:
     """What a failed script call raises, by core's table; None when core says
     to send it once more as EVAL (NOSCRIPT)."""
-    text = _server_text(e) if isinstance(e, RedisError) else None
+    text = _reply_text(e)
     if text is None:
         return _unavailable(e)
     return policy._server_error(text, key, False)
@@ -796,7 +816,7 @@ def _call_error(e: BaseException, policy: Policy, key: str) -> BaseException | N
 
 def _retried_call_error(e: BaseException, policy: Policy, key: str) -> BaseException:
     """What the EVAL after a NOSCRIPT raises when it fails too."""
-    text = _server_text(e) if isinstance(e, RedisError) else None
+    text = _reply_text(e)
     if text is None:
         return _unavailable(e)
     error = policy._server_error(text, key, True)
@@ -805,7 +825,7 @@ def _retried_call_error(e: BaseException, policy: Policy, key: str) -> BaseExcep
 
 
 def _command_error(e: BaseException) -> BaseException:
-    text = _server_text(e) if isinstance(e, RedisError) else None
+    text = _reply_text(e)
     if text is None:
         return _unavailable(e)
     return _core._command_error(text)

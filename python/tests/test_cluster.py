@@ -344,3 +344,21 @@ def test_a_reply_left_unread_is_never_another_calls_decision(
         pool.release(cut)
         time.sleep(0.05)  # its reply has arrived, unread
         assert limiter.acquire("a").remaining == 85  # the cut call's reply said 86
+
+
+async def test_a_refused_password_is_permission_denied_not_an_outage(
+    cluster_urls: list[str],
+) -> None:
+    """redis-py's Cluster client wraps what its seeds answered in its own
+    exception; a refused password is still the server's refusal, so a
+    fail-open caller does not run unlimited on a typo."""
+    bad = ["redis://nosuchuser:wrong@" + url.split("://", 1)[1] for url in cluster_urls]
+    policy = Policy("rl", "auth", Algorithm.SLIDING_LOG, limit=1, window_ms=1_000)
+    with pytest.raises(slidelimit.PermissionDenied, match="WRONGPASS"):
+        Limiter.from_cluster(bad, policy, timeout_ms=2_000)
+    limiter = AsyncLimiter.from_cluster(bad, policy, timeout_ms=2_000)
+    try:
+        with pytest.raises(slidelimit.PermissionDenied, match="WRONGPASS"):
+            await limiter.acquire("t")
+    finally:
+        await limiter.aclose()

@@ -389,7 +389,7 @@ def test_error_replies_reach_core_as_sent_whatever_redis_py_kept() -> None:
     """redis-py strips a known prefix into the exception's class; from 8 on
     it also keeps it in status_code, before 8 (the last for Python 3.9 is
     7.0) it does not. Either way core must see the reply as sent."""
-    from redis.exceptions import MovedError, NoScriptError, ResponseError
+    from redis.exceptions import AuthenticationError, MovedError, NoScriptError, ResponseError
 
     from slidelimit._limiter import _server_text
 
@@ -408,6 +408,13 @@ def test_error_replies_reach_core_as_sent_whatever_redis_py_kept() -> None:
             ResponseError("BUSY Redis is busy running a script."),
             "BUSY Redis is busy running a script.",
         ),
+        # A ConnectionError, not a ResponseError: both words are core's
+        # permission_denied.
+        (
+            AuthenticationError("invalid username-password pair or user is disabled."),
+            "WRONGPASS invalid username-password pair or user is disabled.",
+        ),
+        (AuthenticationError("Authentication required."), "NOAUTH Authentication required."),
     ]
     for error, sent in cases:
         error.status_code = None  # as redis-py 7 raises it
