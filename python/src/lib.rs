@@ -349,15 +349,19 @@ impl Policy {
                 })()
             }
             None => {
-                // An absent field is None, which the conversion refuses by name.
+                // An absent limit or window is None, which the conversion
+                // refuses by name; an absent algorithm is core's default.
                 let none = py.None().into_bound(py);
-                let algorithm = algorithm.unwrap_or(&none);
+                let algorithm = algorithm.filter(|a| !a.is_none());
                 let limit = limit.unwrap_or(&none);
                 let window_ms = window_ms.unwrap_or(&none);
                 (|| {
                     let namespace = str_arg("namespace", namespace)?;
                     let resource = str_arg("resource", resource)?;
-                    let algorithm = core::Algorithm::parse(&str_arg("algorithm", algorithm)?)?;
+                    let algorithm = match algorithm {
+                        Some(a) => core::Algorithm::parse(&str_arg("algorithm", a)?)?,
+                        None => core::DEFAULT_ALGORITHM,
+                    };
                     let limit = int_arg("limit", limit)?;
                     let window_ms = int_arg("window_ms", window_ms)?;
                     // None: core's default for a bucketed window, none for the others.

@@ -48,6 +48,9 @@ def test_algorithms_and_defaults_are_cores() -> None:
     assert slidelimit.DEFAULT_NAMESPACE == "rl"
     # A plain str names an algorithm too (Algorithm is a str enum).
     assert Policy("rl", "g", "sliding_counter", 1, 1).algorithm is COUNTER
+    # No algorithm (or None) is core's default, as in every binding.
+    assert Policy("rl", "g", limit=1, window_ms=1).algorithm is slidelimit.DEFAULT_ALGORITHM
+    assert Policy("rl", "g", None, 1, 1) == Policy("rl", "g", Algorithm.SLIDING_LOG, 1, 1)
 
 
 def test_policy_is_immutable_comparable_and_picklable() -> None:
@@ -70,7 +73,6 @@ def test_policy_is_immutable_comparable_and_picklable() -> None:
         ({"resource": b"geo"}, "resource"),
         ({"resource": "g\udc80"}, "resource"),
         ({"algorithm": "fixed"}, "algorithm"),
-        ({"algorithm": None}, "algorithm"),
         ({"limit": 0}, "limit"),
         ({"limit": True}, "limit"),
         ({"limit": 3.0}, "limit"),
