@@ -81,6 +81,16 @@ class TestMetrics < Minitest::Test
     refute Slidelimit::Metrics.new(registry: nil, tenant_label: false).tenant_label?
   end
 
+  # One tenant, whatever encoding its name came in (a binary String from a
+  # header, or Latin-1): one series, and the text still joins.
+  def test_a_tenant_in_any_encoding_is_one_series
+    m = Slidelimit::Metrics.new(tenant_label: true)
+    l = Slidelimit::Limiter.memory(Slidelimit::Policy.new(resource: "geo", limit: 5, window_ms: 1000), metrics: m)
+    ["é", "é".b, "é".encode(Encoding::ISO_8859_1)].each { |tenant| l.acquire_at(tenant, 1) }
+    assert_equal 3, m.allowed.get(resource: "geo", tenant: "é")
+    assert_includes m.text, %(ratelimit_allowed_total{resource="geo",tenant="é"} 3\n)
+  end
+
   def test_label_values_are_escaped_and_served_over_rack
     m = Slidelimit::Metrics.new(tenant_label: true)
     l = Slidelimit::Limiter.memory(Slidelimit::Policy.new(resource: "geocode", limit: 1, window_ms: 1000), metrics: m)

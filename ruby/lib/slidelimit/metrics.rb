@@ -64,7 +64,7 @@ module Slidelimit
 
     # Records one acquire's decision (Limiters made with metrics: call it).
     def observe(resource, tenant, decision)
-      values = { resource: resource, tenant: tenant }
+      values = { resource: Metrics.label(resource), tenant: Metrics.label(tenant) }
       counter_labels = @counter_labels.to_h { |label| [label, values.fetch(label)] }
       if decision.allowed?
         @allowed.increment(counter_labels)
@@ -78,7 +78,7 @@ module Slidelimit
     # Records a denial the limiter's deny cache answered without a Redis
     # call (Limiters call it besides #observe, which counts it as a denial).
     def observe_local_denial(resource, tenant, _decision)
-      values = { resource: resource, tenant: tenant }
+      values = { resource: Metrics.label(resource), tenant: Metrics.label(tenant) }
       @local_denied.increment(@local_labels.to_h { |label| [label, values.fetch(label)] })
     end
 
@@ -111,6 +111,17 @@ module Slidelimit
     # or mount it at /metrics.
     def rack_app
       ->(_env) { [200, { "Content-Type" => CONTENT_TYPE }, [text]] }
+    end
+
+    # A label value as UTF-8 text. Core took the name's bytes as UTF-8 (a
+    # binary String from a socket, or one in another encoding, converted), so
+    # "é" and "é".b are one tenant: one series, and #text never meets two
+    # encodings it cannot join.
+    def self.label(value)
+      return value if value.encoding == Encoding::UTF_8
+
+      utf8 = Core.utf8("label", value)
+      utf8.encoding == Encoding::UTF_8 ? utf8 : utf8.dup.force_encoding(Encoding::UTF_8)
     end
 
     def self.static_string(function, metric)
