@@ -13,6 +13,7 @@ cost within the retry is denied in-process, without a Redis call.
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import inspect
 import os
 import sysconfig
@@ -542,7 +543,13 @@ def _cluster_nodes(
     urls: Sequence[str], node_class: Any, tls_ca_file: object
 ) -> tuple[list[Any], dict[str, Any]]:
     """Seed nodes from `urls`, and the first URL's credentials and scheme."""
-    if isinstance(urls, str) or not urls or not all(isinstance(u, str) for u in urls):
+    # A sequence: the first URL's credentials are the ones used, so an
+    # unordered collection (or a generator, read once) would not do.
+    if isinstance(urls, (str, bytes)) or not isinstance(urls, collections.abc.Sequence):
+        raise InvalidType(
+            f"urls: must be a list of Cluster node URLs (str), got {type(urls).__name__}", "urls"
+        )
+    if not urls or not all(isinstance(u, str) for u in urls):
         raise InvalidArgument("urls: at least one Cluster node URL (a str) is needed", "urls")
     split = [_check_url("urls", url, _CLUSTER_SCHEMES) for url in urls]
     nodes = [node_class(parts.hostname or "localhost", parts.port or 6379) for parts in split]

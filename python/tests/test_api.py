@@ -442,6 +442,17 @@ def test_urls_and_tls_are_checked_before_any_connection() -> None:
             with pytest.raises(InvalidArgument) as info:
                 make_cluster(urls, policy(), **options)  # type: ignore[arg-type]
             assert info.value.field == field, urls
+    # Not a sequence of URLs: the first one's credentials are used, so order counts.
+    for urls in (
+        "redis://127.0.0.1:1",
+        5,
+        (u for u in ["redis://127.0.0.1:1"]),
+        {"redis://127.0.0.1:1"},
+    ):
+        for make_cluster in (Limiter.from_cluster, AsyncLimiter.from_cluster):
+            with pytest.raises(InvalidType) as info:
+                make_cluster(urls, policy())  # type: ignore[arg-type]
+            assert info.value.field == "urls", urls
     # The policy is checked before from_cluster connects (nothing listens on port 1).
     with pytest.raises(InvalidType) as info:
         Limiter.from_cluster(["redis://127.0.0.1:1"], None)  # type: ignore[arg-type]
