@@ -197,7 +197,19 @@ def _unavailable(e: BaseException) -> Unavailable:
     is, never as an outage."""
     if not _raised_by_the_client(e):
         raise e
+    if isinstance(e, RuntimeError) and any(text in str(e) for text in _OTHER_LOOP):
+        # A misuse, not an outage: a caller failing open on Unavailable
+        # would run unlimited for as long as it lasts.
+        raise RuntimeError(
+            "slidelimit: this AsyncLimiter's redis-py client belongs to the event loop it"
+            " first ran on, which is closed or is not this one; make one AsyncLimiter per"
+            f" event loop (each asyncio.run makes a new loop): {e}"
+        ) from e
     return Unavailable(f"redis unavailable: {type(e).__name__}: {e}")
+
+
+# What asyncio says when a client made on one event loop is used on another.
+_OTHER_LOOP = ("Event loop is closed", "attached to a different loop")
 
 
 _STDLIB_DIRS = tuple({sysconfig.get_path("stdlib"), sysconfig.get_path("platstdlib")})

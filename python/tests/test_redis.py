@@ -564,3 +564,21 @@ def test_an_exception_a_signal_handler_raises_is_the_callers(
 
     with pytest.raises(AttributeError, match="the caller's"):
         Limiter(Failing(callers), policy).acquire("t")
+
+
+def test_an_async_limiter_on_another_event_loop_is_a_clear_error(
+    redis_url: str, resource: str
+) -> None:
+    """redis-py's asyncio client belongs to the loop it first ran on. Used
+    from the next asyncio.run it fails; that is the caller's misuse, not an
+    outage a fail-open caller would run unlimited through."""
+    policy = Policy("rl", resource, Algorithm.SLIDING_LOG, limit=100, window_ms=60_000)
+    limiter = AsyncLimiter.from_url(redis_url, policy)
+
+    async def acquire() -> bool:
+        return (await limiter.acquire("t")).allowed
+
+    assert asyncio.run(acquire())
+    with pytest.raises(RuntimeError, match="one AsyncLimiter per event loop") as info:
+        asyncio.run(acquire())
+    assert not isinstance(info.value, slidelimit.Unavailable)
