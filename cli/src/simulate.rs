@@ -11,6 +11,7 @@ use crate::Failure;
 use clap::{Args, ValueEnum};
 use slidelimit::{blocking, Algorithm, Error, MemoryEngine, Options, Policy, Result};
 use slidelimit_core::MAX_NOW_MS;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::time::Duration;
@@ -68,7 +69,7 @@ pub struct SimulateArgs {
     /// when 60 divides the window, else the largest divisor of it below 60.
     #[arg(long)]
     buckets: Option<u64>,
-    /// Run the two sliding algorithms on this Redis (caller time = simulated
+    /// Run the three slidelimit algorithms on this Redis (caller time = simulated
     /// time; the demo keys are reset first) instead of the embedded engine.
     #[arg(long, value_name = "URL")]
     redis: Option<String>,
@@ -580,7 +581,7 @@ struct Row {
 /// (nothing, some, all admitted) share a row, at most MAX_ROW_SECONDS and
 /// never across a multiple of ten seconds, so bursts get rows of their own and
 /// the steady part stays short. Runs of silence are one row.
-fn rows(seconds: &[Second], first: u64) -> Vec<Row> {
+fn rows(seconds: &BTreeMap<u64, Second>, first: u64) -> Vec<Row> {
     let mut rows: Vec<Row> = Vec::new();
     let key = |s: &Second| -> (u64, Vec<Share>) {
         (
@@ -588,17 +589,29 @@ fn rows(seconds: &[Second], first: u64) -> Vec<Row> {
             s.allowed.iter().map(|&a| share(a, s.sent)).collect(),
         )
     };
-    for (i, s) in seconds.iter().enumerate() {
-        let at = first + i as u64;
+    // Only the seconds that saw requests are held: a quiet stretch, however
+    // long (a window of a year leaves most of them quiet), is one row.
+    let mut next = first;
+    for (&at, s) in seconds {
+        if at > next {
+            match rows.last_mut() {
+                Some(row) if !seconds.contains_key(&row.to) => row.to = at - 1,
+                _ => rows.push(Row {
+                    from: next,
+                    to: at - 1,
+                }),
+            }
+        }
+        next = at + 1;
         if let Some(row) = rows.last_mut() {
-            let prev = &seconds[(row.to - first) as usize];
-            let quiet = prev.sent == 0 && s.sent == 0;
-            let joins = key(prev) == key(s)
-                && at - row.from < MAX_ROW_SECONDS
-                && !at.is_multiple_of(MAX_ROW_SECONDS);
-            if quiet || joins {
-                row.to = at;
-                continue;
+            if let Some(prev) = seconds.get(&row.to).filter(|_| row.to + 1 == at) {
+                let joins = key(prev) == key(s)
+                    && at - row.from < MAX_ROW_SECONDS
+                    && !at.is_multiple_of(MAX_ROW_SECONDS);
+                if joins {
+                    row.to = at;
+                    continue;
+                }
             }
         }
         rows.push(Row { from: at, to: at });
@@ -792,14 +805,13 @@ fn render_timeline(o: &mut String, sc: &Scenario, outcomes: &[Outcome]) {
     let w = sc.window_ms;
     let first = sc.start_ms.min(sc.events[0].at_ms) / 1000;
     let last = sc.events.last().map_or(first, |e| e.at_ms / 1000);
-    let mut secs: Vec<Second> = (first..=last)
-        .map(|_| Second {
+    debug_assert!(first <= last);
+    let mut secs: BTreeMap<u64, Second> = BTreeMap::new();
+    for (i, e) in sc.events.iter().enumerate() {
+        let s = secs.entry(e.at_ms / 1000).or_insert_with(|| Second {
             sent: 0,
             allowed: vec![0; outcomes.len()],
-        })
-        .collect();
-    for (i, e) in sc.events.iter().enumerate() {
-        let s = &mut secs[(e.at_ms / 1000 - first) as usize];
+        });
         s.sent += 1;
         for (k, out) in outcomes.iter().enumerate() {
             s.allowed[k] += u64::from(out.verdicts[i]);
@@ -831,7 +843,7 @@ fn render_timeline(o: &mut String, sc: &Scenario, outcomes: &[Outcome]) {
     let _ = writeln!(o, "{}", head.trim_end());
     let _ = writeln!(o, "{}", sub.trim_end());
     for row in rows(&secs, first) {
-        let span = &secs[(row.from - first) as usize..=(row.to - first) as usize];
+        let span: Vec<&Second> = secs.range(row.from..=row.to).map(|(_, s)| s).collect();
         let sent: u64 = span.iter().map(|s| s.sent).sum();
         let mut line = format!(
             "{:<14} {:>num$}",

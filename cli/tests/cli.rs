@@ -822,3 +822,25 @@ fn check_server_names_what_breaks_the_limit() {
         stderr(&out)
     );
 }
+
+/// A window of a year leaves almost every second of the run quiet: each
+/// quiet stretch is one row, and memory follows the requests, not the span
+/// (one record per second of a boundary run took about 10 GB). Run under a
+/// 1 GB address-space limit, so that holding the span fails the test.
+#[test]
+fn simulate_with_a_window_of_a_year_holds_the_requests_not_the_seconds() {
+    let bin = env!("CARGO_BIN_EXE_slidelimit");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v 1048576 && exec '{bin}' simulate --window-ms 31536000000 --pattern boundary"
+        ))
+        .output()
+        .expect("run the slidelimit binary under sh");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    // Three rounds two windows apart: each finds the window empty and takes
+    // the whole limit, and no rolling window holds more than it.
+    let (allowed, _, most, _) = summary_row(&report, "sliding log");
+    assert_eq!((allowed, most), (3 * 600, 600), "{report}");
+}

@@ -6,9 +6,10 @@ use std::future::Future;
 use std::sync::Arc;
 use tokio::runtime::{Handle, Runtime};
 
-/// A blocking rate limiter; cheap to clone, usable from many threads. Not
-/// from inside an async runtime: there each call is `invalid_argument` (use
-/// [`crate::Limiter`], the async one), where tokio would panic.
+/// A blocking rate limiter; cheap to clone, usable from many threads. In
+/// async code use [`crate::Limiter`]: a call from an async task works, but
+/// blocks that task's worker thread until Redis answers. From
+/// `spawn_blocking` or `block_in_place` it is what they are for.
 #[derive(Clone)]
 pub struct Limiter {
     runtime: Arc<Io>,
@@ -16,23 +17,27 @@ pub struct Limiter {
 }
 
 /// The private runtime. Blocking on it, or dropping it, inside another
-/// runtime would panic: a call there is refused, and the last clone dropped
-/// there shuts it down in the background.
+/// runtime's context may panic: a call there waits on a thread of its own,
+/// and the last clone dropped there shuts it down in the background.
 struct Io(Option<Runtime>);
 
 impl Io {
-    fn block_on<F: Future>(&self, future: F) -> Result<F::Output> {
-        if Handle::try_current().is_ok() {
-            return Err(Error::new(
-                ErrorCode::InvalidArgument,
-                "slidelimit::blocking::Limiter was called inside an async runtime, where blocking \
-                 would stall it; use slidelimit::Limiter (async) there",
-            ));
+    fn block_on<F>(&self, future: F) -> Result<F::Output>
+    where
+        F: Future + Send,
+        F::Output: Send,
+    {
+        let Some(runtime) = &self.0 else {
+            return Err(Error::new(ErrorCode::Internal, "the I/O runtime is gone"));
+        };
+        if Handle::try_current().is_err() {
+            return Ok(runtime.block_on(future));
         }
-        match &self.0 {
-            Some(runtime) => Ok(runtime.block_on(future)),
-            None => Err(Error::new(ErrorCode::Internal, "the I/O runtime is gone")),
-        }
+        // In another runtime's context (an async task, spawn_blocking,
+        // block_in_place), where tokio's block_on panics on a worker thread:
+        // a thread without that context waits for the call instead.
+        std::thread::scope(|scope| scope.spawn(|| runtime.block_on(future)).join())
+            .map_err(|_| Error::new(ErrorCode::Internal, "the I/O call panicked"))
     }
 }
 
@@ -158,22 +163,30 @@ mod tests {
         Policy::new("rl", "geo", Algorithm::SlidingLog, 2, 1000).unwrap()
     }
 
-    /// Inside an async runtime a call is an error, not tokio's panic, and
+    /// Inside an async runtime a call is a decision, not tokio's panic, and
     /// dropping the last clone there does not panic either.
     #[tokio::test]
-    async fn inside_an_async_runtime_calls_are_refused_and_drops_are_quiet() {
+    async fn inside_an_async_task_calls_run_and_drops_are_quiet() {
         let limiter = Limiter::memory(policy(), Options::default()).unwrap();
-        let err = limiter.acquire_at("t", 1, 1000).unwrap_err();
-        assert_eq!(err.code(), ErrorCode::InvalidArgument);
-        assert!(err.to_string().contains("inside an async runtime"), "{err}");
-        assert_eq!(
-            Limiter::connect_lazy("redis://127.0.0.1:1/", policy(), Options::default())
-                .err()
-                .map(|e| e.code()),
-            Some(ErrorCode::InvalidArgument)
+        assert!(limiter.acquire_at("t", 1, 1000).unwrap().allowed);
+        // Made there too: a lazy limiter connects on its first call.
+        assert!(
+            Limiter::connect_lazy("redis://127.0.0.1:1/", policy(), Options::default()).is_ok()
         );
         drop(limiter.clone());
         drop(limiter);
+    }
+
+    /// tokio's own ways to call blocking code from async code.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn spawn_blocking_and_block_in_place_calls_run() {
+        let limiter = Limiter::memory(policy(), Options::default()).unwrap();
+        let on_pool = limiter.clone();
+        let spawned = tokio::task::spawn_blocking(move || on_pool.acquire_at("t", 1, 1000));
+        assert!(spawned.await.unwrap().unwrap().allowed);
+        let in_place = tokio::task::block_in_place(|| limiter.acquire_at("t", 1, 1000));
+        assert!(in_place.unwrap().allowed);
+        assert!(!limiter.acquire_at("t", 1, 1000).unwrap().allowed);
     }
 
     #[test]

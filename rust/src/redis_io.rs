@@ -257,6 +257,17 @@ impl Connection {
             .connection_timeout(timeout)
             .response_timeout(timeout);
         if let Some(pem) = tls_ca {
+            // As for a standalone URL: a CA is for rediss:// seeds. redis-rs
+            // would switch plain ones to TLS, and every call would then fail.
+            if let Some(plain) = urls.iter().find(|url| !url.starts_with("rediss://")) {
+                return Err(Error::invalid(
+                    "tls_ca_pem",
+                    format!(
+                        "is for rediss:// seeds; seed {} is not one",
+                        urls.iter().position(|u| u == plain).unwrap_or(0)
+                    ),
+                ));
+            }
             builder = builder.certs(trusting(pem)?);
         }
         let client = builder.build().map_err(|e| Error::invalid("urls", e))?;

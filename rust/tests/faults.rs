@@ -63,6 +63,23 @@ fn tls_configuration_mistakes_are_errors_not_panics() {
         (ErrorCode::InvalidArgument, Some("tls_ca_pem")),
         "{e}"
     );
+    // The same for a Cluster's seeds, lazy or not (redis-rs would dial them
+    // with TLS, and every call would be unavailable).
+    for lazy in [false, true] {
+        let seeds = [url.as_str(), plain.as_str()];
+        let options = tls_options(Some(certs.ca_pem()));
+        let made = match lazy {
+            false => blocking::Limiter::connect_cluster(&seeds, p.clone(), options),
+            true => blocking::Limiter::connect_cluster_lazy(&seeds, p.clone(), options),
+        };
+        let e = made.err().unwrap();
+        assert_eq!(
+            (e.code(), e.field()),
+            (ErrorCode::InvalidArgument, Some("tls_ca_pem")),
+            "lazy {lazy}: {e}"
+        );
+        assert!(e.to_string().contains("seed 1"), "{e}");
+    }
     // Text that holds no certificate would trust nothing: a configuration error.
     for garbage in [
         &b"no PEM"[..],
