@@ -146,9 +146,31 @@ function rateLimited(limiter, processor, options = {}) {
   }
 
   // A cancelled job (worker.cancelJob) spends no permit and is not delayed:
-  // delaying it would bring it back.
+  // the cancellation fails the attempt, as BullMQ's own does.
   function throwIfCancelled(signal) {
-    if (signal && signal.aborted) throw signal.reason;
+    if (!signal || !signal.aborted) return;
+    const reason = signal.reason;
+    throw reason instanceof Error ? reason : new Error(`job cancelled: ${String(reason)}`);
+  }
+
+  // What the limiter is asked for: a cost function that returns nothing (a
+  // missing field, an arrow body without return) is a bug to see, not a
+  // default of 1 for a job that may spend more.
+  function costFor(job) {
+    const cost = costOf(job);
+    if (typeof cost !== 'number') {
+      throw invalid('cost', `the cost function must return a number, got ${cost === null ? 'null' : typeof cost}`);
+    }
+    return cost;
+  }
+
+  // A failed attempt's counts stay for whoever looks, tied to no attempt: a
+  // job retried by hand with its attempts reset (retry with
+  // resetAttemptsMade) starts its deferrals from 0, as a new attempt does.
+  async function failAttempt(job, error) {
+    const saved = job.data[STATE_KEY];
+    if (isRecord(saved)) await job.updateData({ ...job.data, [STATE_KEY]: { ...saved, attempt: null } });
+    throw error;
   }
 
   // Three parameters: BullMQ makes the cancellation signal only for a
@@ -158,14 +180,14 @@ function rateLimited(limiter, processor, options = {}) {
     throwIfCancelled(signal);
     let decision;
     try {
-      decision = await limiter.acquire(tenantOf(job), { cost: costOf(job) });
+      decision = await limiter.acquire(tenantOf(job), { cost: costFor(job) });
     } catch (err) {
       if (!(err instanceof UnavailableError)) throw err;
       if (onUnavailable === 'run') return run(job, token, null, signal);
       if (onUnavailable === 'fail') throw err;
       throwIfCancelled(signal);
       // An outage is no denial: it never counts toward maxDeferrals.
-      if (state.unavailable >= maxOutageDeferrals) throw new OutageLimitError(state.unavailable, err);
+      if (state.unavailable >= maxOutageDeferrals) return failAttempt(job, new OutageLimitError(state.unavailable, err));
       const streak = state.unavailable + 1;
       // A long streak's power is Infinity, and 0 * Infinity is NaN.
       const wait = backoff.baseMs === 0 ? 0 : Math.min(backoff.maxMs, backoff.baseMs * 2 ** (streak - 1));
@@ -173,7 +195,7 @@ function rateLimited(limiter, processor, options = {}) {
     }
     if (!decision.allowed) {
       throwIfCancelled(signal);
-      if (state.deferrals >= maxDeferrals) throw new DeferralLimitError(state.deferrals);
+      if (state.deferrals >= maxDeferrals) return failAttempt(job, new DeferralLimitError(state.deferrals));
       return delay(job, token, decision.retryAfterMs + jitter(), { deferrals: state.deferrals + 1, unavailable: 0 });
     }
     return run(job, token, decision, signal);

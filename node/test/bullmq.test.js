@@ -314,7 +314,8 @@ test('each attempt gets its own deferral budget', async () => {
       assert.ok(err instanceof DeferralLimitError, String(err));
       assert.equal(err.deferrals, 1);
     }
-    assert.deepEqual(failed.data.slidelimit, { attempt: 1, deferrals: 1, unavailable: 0 });
+    // The failed attempt's counts stay to be seen, tied to no attempt.
+    assert.deepEqual(failed.data.slidelimit, { attempt: null, deferrals: 1, unavailable: 0 });
   } finally {
     hog = false;
     await hogLoop;
@@ -421,6 +422,47 @@ test('a cancelled job spends no permit and is not delayed', async () => {
   };
   await assert.rejects(processor(job, 'token', cancelled.signal), /cancelled before its turn/);
   assert.equal((await limiter.acquire('t')).allowed, true, 'no permit spent');
+});
+
+test('a cost function that returns no number fails the job naming cost, and spends nothing', async () => {
+  const limiter = Limiter.memory({ resource: unique('geo'), limit: 5, windowMs: 60_000 });
+  const processor = rateLimited(limiter, async () => 'ran', { tenant: () => 't', cost: (job) => job.data.units });
+  for (const data of [{}, { units: null }, { units: '2' }]) {
+    const job = { attemptsMade: 0, data };
+    await assert.rejects(processor(job, 'token'), { code: 'invalid_argument', field: 'cost' }, JSON.stringify(data));
+  }
+  assert.equal((await limiter.peek('t', { cost: 5 })).allowed, true, 'no permit spent');
+  assert.equal(await processor({ attemptsMade: 0, data: { units: 2 } }, 'token'), 'ran');
+});
+
+test('a cancellation whose reason is no Error still fails the job with an Error', async () => {
+  const limiter = Limiter.memory({ resource: unique('geo'), limit: 1, windowMs: 60_000 });
+  const processor = rateLimited(limiter, async () => 'ran', { tenant: () => 't' });
+  const cancelled = new AbortController();
+  cancelled.abort('user');
+  await assert.rejects(processor({ attemptsMade: 0, data: {} }, 'token', cancelled.signal), (e) => e instanceof Error && /user/.test(e.message));
+});
+
+test('a retry that resets attempts starts its deferrals from 0', async () => {
+  const limiter = Limiter.memory({ resource: unique('geo'), limit: 1, windowMs: 60_000 });
+  await limiter.acquire('t');
+  const processor = rateLimited(limiter, async () => 'ran', { tenant: () => 't', maxDeferrals: 2, jitterMs: 0 });
+  const delayed = [];
+  const job = {
+    attemptsMade: 0,
+    data: { address: 'Main St 1', slidelimit: { attempt: 0, deferrals: 2, unavailable: 0 } },
+    updateData: async (data) => {
+      job.data = data;
+    },
+    moveToDelayed: async (at) => delayed.push(at),
+  };
+  await assert.rejects(processor(job, 'token'), DeferralLimitError);
+  // The counts stay to be seen, tied to no attempt.
+  assert.deepEqual(job.data.slidelimit, { attempt: null, deferrals: 2, unavailable: 0 });
+  // job.retry('failed', { resetAttemptsMade: true }): attemptsMade is 0 again.
+  await assert.rejects(processor(job, 'token'), { name: 'DelayedError' });
+  assert.equal(delayed.length, 1);
+  assert.deepEqual(job.data.slidelimit, { attempt: 0, deferrals: 1, unavailable: 0 });
 });
 
 test('an outage streak past 2^10 with a base of 0 ms still delays by a number', async () => {
