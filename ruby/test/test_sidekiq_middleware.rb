@@ -88,6 +88,36 @@ class TestSidekiqMiddleware < Minitest::Test
     assert_in_delta @now + 60.0, at, 0.001
   end
 
+  # The middleware sees the class Sidekiq runs: a class that is no Sidekiq
+  # worker (an ActiveJob one runs inside JobWrapper) would never be checked.
+  def test_slidelimit_on_a_class_that_is_no_sidekiq_worker_is_refused
+    limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000))
+    plain = Class.new { include Slidelimit::Sidekiq::Limited }
+    e = assert_raises(Slidelimit::InvalidArgument) { plain.slidelimit(limiter: limiter, tenant: ->(_) { "t" }) }
+    assert_equal "worker", e.field
+    assert_includes e.message, "ActiveJob"
+  end
+
+  # Under Sidekiq::Testing a deferral goes where any push in a test goes,
+  # not to Redis.
+  def test_under_sidekiq_testing_a_deferral_stays_in_the_fake_queue
+    require "sidekiq/testing"
+    Sidekiq::Testing.fake! do
+      limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
+      worker = worker_with(limiter: limiter, tenant: ->(j) { j["args"][0] }, jitter_ms: 0)
+      @middleware.call(worker, job, "default") {}
+      fake = Sidekiq::Queues["default"]
+      fake.clear
+      @middleware.call(worker, job, "default") { flunk "ran" }
+      assert_equal 1, fake.size
+      assert_equal "abc123", fake.first["jid"]
+      assert_in_delta @now + 60.0, fake.first["at"], 0.001
+    end
+    assert_empty scheduled
+  ensure
+    Sidekiq::Testing.disable! if defined?(Sidekiq::Testing)
+  end
+
   def test_a_denial_ends_an_outage_streak
     limiter = Slidelimit::Limiter.memory(policy(limit: 1, window_ms: 60_000), clock: -> { 5_000 })
     worker = worker_with(limiter: limiter, tenant: ->(j) { j["args"][0] }, jitter_ms: 0)

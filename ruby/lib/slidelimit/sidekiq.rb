@@ -101,6 +101,13 @@ module Slidelimit
         # arguments). cost: permits per run (Integer or callable). See Config
         # for the rest.
         def slidelimit(**options)
+          # The middleware sees the class Sidekiq runs. An ActiveJob class
+          # runs inside ActiveJob's JobWrapper, so its jobs would go unchecked.
+          unless include?(::Sidekiq::Worker)
+            raise Slidelimit.invalid("worker", "#{name || inspect} is not a Sidekiq worker (include Sidekiq::Job " \
+                                               "or Sidekiq::Worker first); an ActiveJob class is never checked")
+          end
+
           @slidelimit_config = Config.new(**options)
         end
 
@@ -189,6 +196,12 @@ module Slidelimit
       # still running (a uniqueness lock), and the job would be lost.
       def push_back(job, delay_ms)
         at = @clock.call + (delay_ms / 1000.0)
+        # Sidekiq::Testing (fake! or inline!) keeps jobs off Redis: through
+        # its client, as any push in a test.
+        if defined?(::Sidekiq::Testing) && ::Sidekiq::Testing.enabled?
+          ::Sidekiq::Client.push(job.merge("at" => at))
+          return nil
+        end
         payload = ::Sidekiq.dump_json(job.except("at"))
         ::Sidekiq.redis { |conn| conn.zadd("schedule", at.to_s, payload) }
         nil
