@@ -258,6 +258,10 @@ impl Limiter {
     /// wait for it: redis-rs 1.8's Cluster client can stop answering for
     /// good while a slot moves (docs/audit.md, "Slot migration"). The call
     /// that timed out is not sent again, since Redis may have run it.
+    /// redis-rs's Cluster client keeps its own retries, which follow
+    /// redirects and failovers; a node's connection that breaks after a
+    /// script was written is among them, so that script can run twice and
+    /// count two permits (never more than the limit admits).
     pub async fn connect_cluster(
         urls: &[&str],
         policy: Policy,
