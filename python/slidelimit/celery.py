@@ -58,6 +58,21 @@ ON_UNAVAILABLE = ("defer", "run", "fail")
 # that no time zone's offset passes it either.
 LATEST_ETA = datetime.datetime(9999, 1, 1, tzinfo=datetime.timezone.utc)
 
+# RabbitMQ's dead-lettering headers. Celery leaves them off a message it
+# sends again (a retry), so that RabbitMQ does not take it for a cycle; the
+# headers given here replace Celery's own, so a deferral leaves them off too.
+_DEAD_LETTER_HEADERS = frozenset(
+    {
+        "x-death",
+        "x-first-death-exchange",
+        "x-first-death-queue",
+        "x-first-death-reason",
+        "x-last-death-exchange",
+        "x-last-death-queue",
+        "x-last-death-reason",
+    }
+)
+
 F = TypeVar("F", bound=Callable[..., Any])
 Tenant = Union[str, Callable[..., str]]
 
@@ -230,7 +245,11 @@ def rate_limited(
             if expires is not None and expires <= now + datetime.timedelta(seconds=countdown):
                 task.backend.mark_as_revoked(request.id, "expired", request=request)
                 raise Ignore()
-            headers = dict(request.headers or {})
+            headers = {
+                name: value
+                for name, value in (request.headers or {}).items()
+                if name not in _DEAD_LETTER_HEADERS
+            }
             headers.update({DEFERRALS_HEADER: deferrals + 1, **extra})
             task.signature_from_request(
                 request, args, kwargs, countdown=countdown, headers=headers

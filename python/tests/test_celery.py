@@ -17,10 +17,11 @@ from unittest import mock
 
 import pytest
 from celery import Celery, Task
+from celery.exceptions import Ignore
 
 import slidelimit
 from slidelimit import Algorithm, Limiter, Policy
-from slidelimit.celery import LATEST_ETA, RateLimited, rate_limited
+from slidelimit.celery import DEFERRALS_HEADER, LATEST_ETA, RateLimited, rate_limited
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -407,3 +408,33 @@ def test_a_count_on_the_task_that_is_no_count_fails_naming_it() -> None:
         with pytest.raises(slidelimit.InvalidArgument) as info:
             _header(task({DEFERRALS_HEADER: bad}), DEFERRALS_HEADER)
         assert info.value.field == DEFERRALS_HEADER, bad
+
+
+def test_a_deferral_leaves_rabbitmqs_dead_letter_headers_off() -> None:
+    # As Celery's own retry does: a message sent again with RabbitMQ's x-death
+    # headers could be taken for a dead-letter cycle. Other headers stay.
+    app = Celery("deadletter", broker="memory://", backend="cache+memory://")
+    policy = Policy("rl", "deadletter", Algorithm.SLIDING_LOG, limit=1, window_ms=60_000)
+    limiter = Limiter.memory(policy)
+    limiter.acquire("t")  # the budget is spent
+
+    @app.task(bind=True)
+    @rate_limited(limiter, tenant="t", jitter_ms=0)
+    def job(self: Any, n: int) -> int:
+        return n
+
+    published: list[dict[str, Any]] = []
+    headers = {"x-death": [{"count": 1}], "x-first-death-queue": "geo", "tracing": "abc"}
+    job.push_request(
+        id="task-1", args=(1,), kwargs={}, headers=headers, called_directly=False, is_eager=False
+    )
+    publish = mock.patch.object(Task, "apply_async", lambda _t, *_a, **o: published.append(o))
+    try:
+        with publish, pytest.raises(Ignore):
+            job.run(1)
+    finally:
+        job.pop_request()
+    (options,) = published
+    assert options["headers"]["tracing"] == "abc"
+    assert options["headers"][DEFERRALS_HEADER] == 1
+    assert not {"x-death", "x-first-death-queue"} & options["headers"].keys()

@@ -63,7 +63,9 @@ pub struct Options {
     /// resource and policy: at worst one more Redis call); a reset by
     /// another process is not seen, so the tenant stays denied here until
     /// the cached retry runs out. Default:
-    /// [`DEFAULT_DENY_CACHE_CAPACITY`].
+    /// [`DEFAULT_DENY_CACHE_CAPACITY`]; from 1 to 2^24 tenants, else the
+    /// limiter is not made (`invalid_argument` naming
+    /// `deny_cache_capacity`, core's name for this field).
     pub deny_cache: Option<usize>,
 }
 
