@@ -143,18 +143,25 @@ def eager_app() -> Celery:
     return app
 
 
-def test_eager_mode_raises_instead_of_recursing() -> None:
-    app = eager_app()
-    limiter = Limiter.memory(
-        Policy("rl", "eager", Algorithm.SLIDING_LOG, limit=1, window_ms=60_000)
-    )
-    ran: list[int] = []
+def recording_task(app: Celery, limiter: Limiter, ran: list[int]) -> Any:
+    """A task of `app` limited by `limiter` (tenant "t") whose body notes its argument in `ran`."""
 
     @app.task(bind=True)
     @rate_limited(limiter, tenant="t")
     def job(self: Any, n: int) -> int:
         ran.append(n)
         return n
+
+    return job
+
+
+def test_eager_mode_raises_instead_of_recursing() -> None:
+    app = eager_app()
+    limiter = Limiter.memory(
+        Policy("rl", "eager", Algorithm.SLIDING_LOG, limit=1, window_ms=60_000)
+    )
+    ran: list[int] = []
+    job = recording_task(app, limiter, ran)
 
     assert job.delay(1).get() == 1
     with pytest.raises(RateLimited) as info:
@@ -171,12 +178,7 @@ def test_a_task_called_as_a_function_raises_instead_of_publishing() -> None:
     limiter = Limiter.memory(policy)
     down = Limiter.from_url("redis://127.0.0.1:1/", policy, timeout_ms=200)
     ran: list[int] = []
-
-    @app.task(bind=True)
-    @rate_limited(limiter, tenant="t")
-    def job(self: Any, n: int) -> int:
-        ran.append(n)
-        return n
+    job = recording_task(app, limiter, ran)
 
     @app.task(bind=True)
     @rate_limited(down, tenant="t")

@@ -259,13 +259,10 @@ impl Connection {
         if let Some(pem) = tls_ca {
             // As for a standalone URL: a CA is for rediss:// seeds. redis-rs
             // would switch plain ones to TLS, and every call would then fail.
-            if let Some(plain) = urls.iter().find(|url| !url.starts_with("rediss://")) {
+            if let Some(seed) = urls.iter().position(|url| !url.starts_with("rediss://")) {
                 return Err(Error::invalid(
                     "tls_ca_pem",
-                    format!(
-                        "is for rediss:// seeds; seed {} is not one",
-                        urls.iter().position(|u| u == plain).unwrap_or(0)
-                    ),
+                    format!("is for rediss:// seeds; seed {seed} is not one"),
                 ));
             }
             builder = builder.certs(trusting(pem)?);
