@@ -87,7 +87,7 @@ class Check(unittest.TestCase):
         self.assertEqual(status, 0, out)
         self.assertEqual(summary["largest_rolling"], 3)
 
-    def test_errors_idle_languages_and_bad_hints_fail(self):
+    def test_errors_and_bad_hints_fail(self):
         status, out, _ = self.run_check(
             [
                 line("rust", True, 0),
@@ -287,6 +287,13 @@ class Check(unittest.TestCase):
         status, out, _ = self.run_check([line("rust", True, 0), line("go", True, 500)])
         self.assertEqual(status, 1)
         self.assertIn("no rolling window ever filled", out)
+
+    def test_a_run_that_admits_nothing_proves_nothing(self):
+        # A binding that denies every call (with a consistent hint) is no
+        # evidence either.
+        status, out, _ = self.run_check([line("rust", False, 0), line("go", False, 10)])
+        self.assertEqual(status, 1, out)
+        self.assertIn("no rolling window ever filled (0 < 2)", out)
 
     def test_mixed_costs_count_permits_not_calls(self):
         # Limit 2: rust's admission took 2 permits at 0, go's 1 at 50. Three

@@ -23,7 +23,8 @@ run = load_script(RUN, "audit_run")
 # FAKE_ADMITS_<name>_<algorithm> say it for one driver) and one denial (then
 # a line that is not JSON if FAKE_GARBAGE is set), and answers. A load of
 # several tenants gets those lines for each, each naming its tenant (but for
-# the first denial when FAKE_UNNAMED is set).
+# the first denial when FAKE_UNNAMED is set). Its reply counts the lines it
+# wrote, or FAKE_CALLS; FAKE_LANG_<name> is the lang its lines carry.
 FAKE = textwrap.dedent(
     """\
     #!/usr/bin/env python3
@@ -42,22 +43,25 @@ FAKE = textwrap.dedent(
             with open(path, "w") as f:
                 json.dump(dict(r, received_ms=got, policy=policy), f)
             time.sleep(max(0, r["end_at_ms"] / 1000 - time.time()))
+            lang = os.environ.get(f"FAKE_LANG_{name}", r["lang"])
             with open(r["out"], "w") as f:
                 t = r["start_at_ms"]
                 admits = os.environ.get(f"FAKE_ADMITS_{name}_{policy.get('algorithm')}",
                                         os.environ.get(f"FAKE_ADMITS_{name}", os.environ.get("FAKE_ADMITS", "1")))
                 for k, tenant in enumerate(r.get("tenants", [None])):
-                    head = {"lang": r["lang"]} if tenant is None else {"lang": r["lang"], "tenant": tenant}
+                    head = {"lang": lang} if tenant is None else {"lang": lang, "tenant": tenant}
                     for _ in range(int(admits)):
                         f.write(json.dumps(dict(head, allowed=True, now_ms=t,
                                                 retry_after_ms=0, reset_after_ms=window)) + "\\n")
                     if k == 0 and os.environ.get("FAKE_UNNAMED"):
-                        head = {"lang": r["lang"]}
+                        head = {"lang": lang}
                     f.write(json.dumps(dict(head, allowed=False, now_ms=t + 1,
                                             retry_after_ms=5)) + "\\n")
                 if os.environ.get("FAKE_GARBAGE"):
                     f.write("not json\\n")
-            print('{"ok":true,"calls":2,"errors":0}', flush=True)
+            with open(r["out"]) as f:
+                calls = int(os.environ.get("FAKE_CALLS", len(f.readlines())))
+            print(json.dumps({"ok": True, "calls": calls, "errors": 0}), flush=True)
         elif r["op"] == "hello":
             print('{"ok":true,"binding":"%s","version":"0"}' % name, flush=True)
         else:
@@ -274,6 +278,17 @@ class Drivers(unittest.TestCase):
         self.assertIn("not an audit line", proc.stderr)
         self.assertIn("audit FAILED: log/uniform on standalone\n", proc.stdout)
         self.assertNotIn("Traceback", proc.stderr)
+
+    def test_a_log_without_a_line_per_call_of_its_own_lang_fails_its_run(self):
+        # docs/driver.md: one line per call, each naming its driver's lang.
+        for env, words in (
+            ({"FAKE_CALLS": "99"}, "the alpha driver logged 2 line(s) for the 99 call(s)"),
+            ({"FAKE_CALLS": "0"}, "the alpha driver's load made no call"),
+            ({"FAKE_LANG_beta": "alpha"}, "the beta driver logged lines of another lang: 'alpha'"),
+        ):
+            proc = self.audit("--runs", "log:uniform", "--windows", "1", env=env)
+            self.assertEqual(proc.returncode, 1, proc.stdout + proc.stderr)
+            self.assertIn(words, proc.stderr, env)
 
     def test_skew_ms_gives_each_driver_its_skew_and_checks_recorded_times(self):
         proc = self.audit("--runs", "log+bucketed:uniform", "--skew-ms", "50", "--windows", "1")

@@ -405,6 +405,8 @@ def run_column(column, path, expected, capture_stderr=False):
                         raise VectorFileError(f"{path}: vector {v.get('name')}: missing {e}") from e
                     except ProtocolRefusal as e:
                         session.problems.append((v["name"], f"driver {name}: {e}"))
+            if driver.exit_problem:
+                session.problems.append((None, f"driver {name} {driver.exit_problem}"))
         except drivers.DriverError as e:
             session = session or _Session(None, store)
             session.problems.append((None, f"driver {name} failed: {e}"))

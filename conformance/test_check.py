@@ -164,7 +164,11 @@ FAKE_DRIVER = textwrap.dedent(
         log.flush()
         op = r["op"]
         if op == "exit":
+            if mode == "exit-silent":
+                sys.exit(0)
             say('{"ok":true}')
+            if mode == "exit-1":
+                sys.exit(1)
             break
         if op == "policy":
             limit, window = r["limit"], r["window_ms"]
@@ -343,6 +347,13 @@ class DriverHarnessTest(unittest.TestCase):
         status, run = self.run_column("fake:memory", "die")
         self.assertEqual(status["log/basic"], "FAIL")
         self.assertTrue(any("driver fake failed" in m for m in run.report.messages()))
+
+    def test_a_driver_that_ends_badly_fails_the_file(self):
+        # docs/driver.md: exit is answered with {"ok":true}, then exit status 0.
+        for mode, words in (("exit-1", "exit status 1"), ("exit-silent", "did not answer exit")):
+            status, run = self.run_column("fake:memory", mode)
+            self.assertEqual(set(status.values()), {"FAIL"}, mode)
+            self.assertTrue(any(words in m for m in run.report.messages()), run.report.messages())
 
     def test_a_protocol_reply_fails_its_vector_and_the_file_goes_on(self):
         doc = json.loads(json.dumps(VECTORS))

@@ -17,6 +17,9 @@ must make some scenario FAIL, or the scenario's checks prove nothing.
       deny-from-reply   a deny cache of its own that counts a denial's retry
                         from when the reply came, not from when the call left
       malformed-as-denial   a malformed_reply error becomes a denial
+      exit-1            answers exit, then ends with status 1 (a crash on
+                        the way out)
+    Without a mutation of its own the wrapper ends with the driver's status.
 """
 
 import json
@@ -132,7 +135,8 @@ def wrap(name, mutation):
         if req.get("op") == "exit":
             break
     to_child.close()
-    child.wait()
+    status = child.wait()
+    sys.exit(1 if mutation == "exit-1" else status)
 
 
 if __name__ == "__main__":

@@ -116,7 +116,9 @@ class Session:
         return self.ok("key", op="key", tenant=tenant)["key"]
 
     def close(self):
-        self.driver.close()
+        # Every session ends with `exit`, answered, and exit status 0.
+        problem = self.driver.close()
+        self.ctx.check(problem is None, f"{self.driver.name}: {problem}")
 
 
 def short(request, n=160):
@@ -277,8 +279,11 @@ def launcher(name, argv=None):
         close = driver.close
 
         def close_all():
-            close()
+            problem = close()
+            if problem:
+                problem += f"\n  driver stderr: {err.text()[-800:]}"
             err.close()
+            return problem
 
         driver.close = close_all
         return driver

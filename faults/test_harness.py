@@ -106,6 +106,9 @@ class BrokenDriversFail(unittest.TestCase):
     def test_invalid_argument_naming_another_field(self):
         self.assertFails("wrong-field", ["bad_input"])
 
+    def test_a_driver_that_crashes_on_its_way_out(self):
+        self.assertFails("exit-1", ["script_flush", "bad_input"])
+
     def test_errors_mapped_to_another_code(self):
         self.assertFails(
             "errors-as-script-error", ["wrong_type", "acl", "unreachable", "bad_input", "tryagain"]

@@ -113,6 +113,10 @@ class Driver:
         self.name = name
         self._proc = proc
         self._stderr_path = stderr_path
+        self._killed = False  # by this harness: its exit status is ours
+        self._closed = False
+        # What went wrong when the session ended (close()), None if nothing.
+        self.exit_problem = None
 
     @classmethod
     def start(cls, name, env=None, stderr=None):
@@ -184,18 +188,34 @@ class Driver:
         return reply
 
     def close(self):
+        """Ends the session as docs/driver.md says: `exit`, answered with
+        {"ok":true}, then exit status 0. Returns what went wrong instead
+        (also kept in exit_problem), None when nothing did. It never raises,
+        so a finally block may call it; a driver this harness killed (a
+        request timed out) has no exit to judge."""
+        if self._closed:
+            return self.exit_problem
+        self._closed = True
+        problem = None
         if self._proc.poll() is None:
             try:
-                self._proc.stdin.write('{"op":"exit"}\n')
-                self._proc.stdin.flush()
+                reply = json.loads(self.send_line('{"op":"exit"}', "exit", timeout_s=30))
+                if not (isinstance(reply, dict) and reply.get("ok") is True):
+                    problem = f"answered exit with {reply!r}, not {{'ok': True}}"
+            except (DriverError, ValueError) as e:
+                problem = f"did not answer exit: {e}"
+            with contextlib.suppress(BrokenPipeError, OSError):
                 self._proc.stdin.close()
-            except (BrokenPipeError, OSError):
-                pass
             try:
                 self._proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 self.kill()
+                problem = problem or "did not end within 30 s of exit; killed"
+        if problem is None and not self._killed and self._proc.returncode != 0:
+            problem = f"ended with exit status {self._proc.returncode}, not 0"
         self._release()
+        self.exit_problem = problem
+        return problem
 
     def _release(self):
         """Closes our ends of the pipes (a driver that died left them open)."""
@@ -205,6 +225,7 @@ class Driver:
 
     def kill(self):
         if self._proc.poll() is None:
+            self._killed = True
             self._proc.kill()
             self._proc.wait()
 
