@@ -28,16 +28,25 @@ local cur_start = now - math.fmod(now, window)
 local e = now - cur_start
 local cur_field = format('%d', cur_start)
 local counts = redis.call('HMGET', key, cur_field, format('%d', cur_start - window))
--- Counts are integers (the script writes nothing else); checked before any write.
+-- Counts are integers as HINCRBY writes them (the script writes nothing
+-- else); checked before any write. Digits without a leading zero: Lua
+-- would read '1.0', '01', '1e0' or '0x1' as a count that HINCRBY then
+-- refuses, after a policy of several limits has written its other keys.
 local a, b = 0, 0
-if counts[1] then
-  a = tonumber(counts[1])
+local current, previous = counts[1], counts[2]
+if current then
+  if not (string.find(current, '^[1-9]%d*$') or current == '0') then
+    return redis.error_reply(foreign)
+  end
+  a = current + 0
 end
-if counts[2] then
-  b = tonumber(counts[2])
+if previous then
+  if not (string.find(previous, '^[1-9]%d*$') or previous == '0') then
+    return redis.error_reply(foreign)
+  end
+  b = previous + 0
 end
-if not (a and b and a >= 0 and b >= 0 and a <= max_number and b <= max_number
-    and a % 1 == 0 and b % 1 == 0) then
+if a > max_number or b > max_number then
   return redis.error_reply(foreign)
 end
 

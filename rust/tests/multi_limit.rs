@@ -121,6 +121,37 @@ fn first_then_bucketed(namespace: &str, first: Limit) -> (Vec<String>, blocking:
 }
 
 #[test]
+fn a_foreign_count_in_a_later_limit_fails_before_an_earlier_limit_records() {
+    // A count Lua reads as 1 but HINCRBY refuses ("1.0"): found by the
+    // check of every limit, so the log first in the policy records nothing.
+    let namespace = unique_namespace("multi-foreign");
+    let policy = Policy::with_limits(
+        &namespace,
+        "api",
+        &[
+            Limit::new(Algorithm::SlidingLog, 10, 1000),
+            Limit::new(Algorithm::SlidingCounter, 10, 60_000),
+        ],
+    )
+    .unwrap();
+    let keys = policy.keys("t").unwrap();
+    let limiter = blocking::Limiter::connect(&redis_url(), policy, Options::default()).unwrap();
+    let mut raw = common::raw_connection();
+    let now: u64 = 1_800_000_000_000; // a multiple of 60,000: a window's start
+    let _: i64 = redis::cmd("HSET")
+        .arg(&keys[1])
+        .arg(now.to_string())
+        .arg("1.0")
+        .query(&mut raw)
+        .unwrap();
+    let e = limiter.acquire_at("t", 1, now).unwrap_err();
+    assert_eq!(e.code(), ErrorCode::WrongType, "{e}");
+    let log_exists: i64 = redis::cmd("EXISTS").arg(&keys[0]).query(&mut raw).unwrap();
+    assert_eq!(log_exists, 0, "the log recorded a permit the call failed");
+    let _: i64 = redis::cmd("DEL").arg(&keys).query(&mut raw).unwrap();
+}
+
+#[test]
 fn a_denial_records_in_no_limit_and_reset_deletes_every_key() {
     let namespace = unique_namespace("multi-keys");
     let bucketed = bucketed_4_per_10s();

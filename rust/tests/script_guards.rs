@@ -332,6 +332,13 @@ fn a_counter_key_with_a_count_that_is_not_an_integer_is_an_error() {
         "nan",
         "1e300",
         "4503599627370497",
+        // Whole numbers as Lua reads them, which HINCRBY refuses.
+        "1.0",
+        "01",
+        "1e0",
+        "0x1",
+        " 1",
+        "+1",
     ] {
         assert_foreign_rejected(Algorithm::SlidingCounter, 10, &[&cur, bad], &[T]);
         assert_foreign_rejected(Algorithm::SlidingCounter, 10, &[&prev, bad], &[T]);
