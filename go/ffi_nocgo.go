@@ -211,7 +211,8 @@ func (p *instancePool) acquire() (*instance, error) {
 		return in, nil
 	}
 	p.grow.Unlock()
-	in := all[int(p.next.Add(1))%len(all)]
+	// In uint32: int(...) of a count past 2^31 is negative where int has 32 bits.
+	in := all[p.next.Add(1)%uint32(len(all))]
 	in.mu.Lock()
 	return in, nil
 }
@@ -468,6 +469,21 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 	return h, nil
 }
 
+// policyArraysSize is the bytes policyArrays lays out for n limits.
+func policyArraysSize(n int) int { return 29 * max(n, 1) }
+
+// policyArrays lays out, from base (8-aligned), the arrays of
+// slidelimit_policy_new_limits for n limits, at least one entry each so
+// that no pointer is NULL: limits, windows and bucket counts first (8 bytes
+// each: Rust reads a *const u64 at 8-byte alignment, on wasm32 too), then
+// algorithms (4 each) and given flags (1 each).
+func policyArrays(base uint64, n int) (limits, windows, buckets, algs, given uint64) {
+	m := uint64(max(n, 1))
+	limits, windows, buckets = base, base+8*m, base+16*m
+	algs = base + 24*m
+	return limits, windows, buckets, algs, algs + 4*m
+}
+
 // in is the policy in instance in (locked by the caller), made there on its
 // first use.
 // limitCount is how many limits the policy holds (the length of its reply).
@@ -485,17 +501,12 @@ func (h *policyHandle) in(in *instance) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
-	// The arrays: algorithms (4 bytes each), limits, windows and bucket
-	// counts (8 each), given flags (1 each); at least one entry each, so
-	// that no pointer is NULL.
 	n := len(h.specs)
-	m := max(n, 1)
-	arrays, err := in.out(4*m + 24*m + m)
+	arrays, err := in.out(policyArraysSize(n))
 	if err != nil {
 		return 0, err
 	}
-	algs, limits := arrays, arrays+uint64(4*m)
-	windows, buckets, given := limits+uint64(8*m), limits+uint64(16*m), limits+uint64(24*m)
+	limits, windows, buckets, algs, given := policyArrays(arrays, n)
 	for i, s := range h.specs {
 		in.mem.WriteUint32Le(uint32(algs)+uint32(4*i), h.algs[i])
 		in.mem.WriteUint64Le(uint32(limits)+uint32(8*i), s.limit)

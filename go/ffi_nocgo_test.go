@@ -159,3 +159,39 @@ func TestWasmResetReachesACacheInAnotherInstance(t *testing.T) {
 		t.Fatalf("a reset without a cache left %+v", d)
 	}
 }
+
+// Rust reads the limit, window and bucket arrays of
+// slidelimit_policy_new_limits as *const u64: each must be 8-aligned for
+// any count of limits (an odd count put them at 4 mod 8 once), and no two
+// arrays may overlap or leave the block.
+func TestPolicyArraysAreAlignedAndApart(t *testing.T) {
+	const base = 1 << 16
+	for n := 0; n <= 9; n++ {
+		limits, windows, buckets, algs, given := policyArrays(base, n)
+		m := uint64(max(n, 1))
+		arrays := []struct {
+			name        string
+			start, size uint64
+			align       uint64
+		}{
+			{"limits", limits, 8 * m, 8},
+			{"windows", windows, 8 * m, 8},
+			{"buckets", buckets, 8 * m, 8},
+			{"algorithms", algs, 4 * m, 4},
+			{"given", given, m, 1},
+		}
+		end := uint64(base)
+		for _, a := range arrays {
+			if a.start%a.align != 0 {
+				t.Errorf("%d limits: %s at %d is not %d-aligned", n, a.name, a.start, a.align)
+			}
+			if a.start < end {
+				t.Errorf("%d limits: %s at %d overlaps the array before it (ending at %d)", n, a.name, a.start, end)
+			}
+			end = a.start + a.size
+		}
+		if limit := uint64(base + policyArraysSize(n)); end > limit {
+			t.Errorf("%d limits: the arrays end at %d, past the block's end %d", n, end, limit)
+		}
+	}
+}

@@ -15,20 +15,23 @@ func readMetric(id metricID) (MetricSpec, error) {
 	var code uint32
 	s, err := with(func(in *instance) (MetricSpec, error) {
 		var s MetricSpec
+		// A failure is in staticErr (a trap, no room) or in code (core's).
+		var staticErr error
 		static := func(fn int, name string, out *string, args ...uint64) bool {
 			pp, pn, err := in.staticOut()
 			if err != nil {
+				staticErr = err
 				return false
 			}
 			if code, err = in.result(fn, append(args, pp, pn)...); err != nil || code != resultOK {
-				what = name
+				what, staticErr = name, err
 				return false
 			}
 			*out = in.staticString(pp, pn)
 			return true
 		}
 		if !static(fnMetricName, "name", &s.Name, uint64(id)) || !static(fnMetricHelp, "help", &s.Help, uint64(id)) {
-			return s, nil
+			return s, staticErr
 		}
 		for _, withTenant := range []uint64{0, 1} {
 			count, err := in.out(4)

@@ -206,6 +206,21 @@ class TestDenyCache < Minitest::Test
     proxy&.close
   end
 
+  def test_a_close_while_redis_decides_still_returns_the_decision
+    l = limiter
+    tenant = "closing-#{rand(1 << 30)}"
+    # Another thread's close, landing after Redis counted the permit and
+    # before the cache is told: the caller must get the decision it paid for.
+    l.define_singleton_method(:run_call) do |mode, call|
+      decision = super(mode, call)
+      close
+      decision
+    end
+    d = l.acquire(tenant)
+    assert d.allowed?
+    assert l.closed?
+  end
+
   def test_off_asks_redis_every_time
     l = limiter(limit: 1, deny_cache: false)
     t = tenant

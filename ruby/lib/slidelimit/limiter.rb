@@ -279,7 +279,9 @@ module Slidelimit
       end
 
       d = run_call(Native::MODE_ACQUIRE, call)
-      @deny_cache.use do |c|
+      # Redis has decided (and maybe counted a permit): a close from another
+      # thread meanwhile only means there is no cache left to tell.
+      @deny_cache.use_if_open do |c|
         code = Native.slidelimit_deny_cache_record(c, tenant, tenant.bytesize, cost, d.allowed?, d.remaining,
                                                    d.retry_after_ms, d.reset_after_ms, d.now_ms, d.denied_by || -1,
                                                    mono)
