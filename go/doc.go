@@ -36,7 +36,8 @@
 // ErrUnavailable, never "denied" and never "allowed".
 //
 // The package depends on go-redis and nothing else outside the standard
-// library. Metrics are opt-in and live in their own packages: WithObserver
+// library, but for wazero when built without cgo (its WebAssembly path).
+// Metrics are opt-in and live in their own packages: WithObserver
 // hands every acquire's outcome to an Observer, and the subpackage promlimit
 // provides the Prometheus metrics every binding exports; riverlimit gates
 // River jobs.

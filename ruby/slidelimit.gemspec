@@ -2,7 +2,7 @@
 
 require_relative "lib/slidelimit/version"
 
-# `make gem-ruby` builds the gem from a staging copy of ruby/ that carries
+# `make dist-ruby` (and `make test-ruby-package`) builds the gem from a staging copy of ruby/ that carries
 # ffi-c's shared library under lib/slidelimit/native/<platform>/; the gem is
 # then for that platform. Built from ruby/ itself (no library), it is a pure
 # Ruby gem that needs SLIDELIMIT_FFI_LIB.
