@@ -61,6 +61,9 @@ class WithDeadlineTest(unittest.TestCase):
                 env=ENV,
                 stderr=subprocess.PIPE,
                 text=True,
+                # As at a terminal: a shell started in the background (`make
+                # test &`) inherits SIGINT ignored, and bash cannot trap it then.
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
             for _ in range(100):
                 if os.path.exists(pid_file) and os.path.getsize(pid_file):
