@@ -61,7 +61,13 @@ enum Command {
 struct CheckServerArgs {
     /// Redis URL; comma-separated URLs check each server (every Cluster
     /// master, say) on its own.
-    #[arg(long, value_name = "URL", env = "SLIDELIMIT_REDIS_URL")]
+    // hide_env_values: --help would print the variable, password and all.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SLIDELIMIT_REDIS_URL",
+        hide_env_values = true
+    )]
     redis: String,
     /// Timeout for each server's connect and INFO, 1 to 2^31 - 1 ms.
     #[arg(long, default_value_t = slidelimit_core::DEFAULT_TIMEOUT_MS)]
@@ -75,7 +81,12 @@ struct CheckServerArgs {
 #[derive(Debug, Args)]
 struct Target {
     /// Redis URL (with --cluster: comma-separated seed URLs).
-    #[arg(long, value_name = "URL", env = "SLIDELIMIT_REDIS_URL")]
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "SLIDELIMIT_REDIS_URL",
+        hide_env_values = true
+    )]
     redis: String,
     /// The URLs are seeds of a Redis Cluster.
     #[arg(long)]
@@ -302,9 +313,9 @@ fn call(args: &CallArgs, peek: bool) -> Result<ExitCode, Failure> {
         (true, Some(now)) => limiter.peek_at(tenant, args.cost, now),
     }?;
     if args.target.json {
-        println!("{}", decision_json(&decision));
+        print_line(&decision_json(&decision))?;
     } else {
-        println!("{}", decision_text(&decision, args.cost));
+        print_line(&decision_text(&decision, args.cost))?;
     }
     Ok(ExitCode::from(if decision.allowed { 0 } else { 1 }))
 }
@@ -325,13 +336,23 @@ fn reset(args: &ResetArgs) -> Result<ExitCode, Failure> {
             _ => ("keys", serde_json::to_string(&keys)),
         };
         let value = value.expect("strings always serialize");
-        println!("{{\"reset\":true,\"{name}\":{value}}}");
+        print_line(&format!("{{\"reset\":true,\"{name}\":{value}}}"))?;
     } else {
         for key in &keys {
-            println!("reset {key}");
+            print_line(&format!("reset {key}"))?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One line on stdout for a command that has already acted on Redis: a
+/// reader that has gone (`| head -0`) is no failure, its exit status still
+/// says what was decided; println! would panic (exit 101).
+fn print_line(line: &str) -> Result<(), Failure> {
+    match writeln!(std::io::stdout().lock(), "{line}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Failure::io(e)),
+        _ => Ok(()),
+    }
 }
 
 /// Checks each server in turn; one out of reach is reported and the rest
@@ -406,14 +427,18 @@ fn error_object(e: &Error) -> serde_json::Map<String, serde_json::Value> {
 /// `url` without a user or password: those of its authority, and the
 /// `user` and `pass` of its query (where redis-rs reads them for a unix
 /// socket). A URL that does not parse is shown as `<unparsable URL>`: it
-/// may hold a password that no rule here finds.
-fn without_credentials(url: &str) -> String {
+/// may hold a password that no rule here finds; so is one without a host
+/// that has an `@` (`redis:user:pass@host`, a `//` missing), whose user and
+/// password the URL type cannot drop.
+pub(crate) fn without_credentials(url: &str) -> String {
     let Ok(mut parsed) = url::Url::parse(url) else {
         return "<unparsable URL>".to_owned();
     };
-    // Fails only for URLs that cannot have them: nothing to drop then.
-    let _ = parsed.set_username("");
-    let _ = parsed.set_password(None);
+    // Fails only for URLs without a host (unix sockets among them).
+    let dropped = parsed.set_username("").is_ok() && parsed.set_password(None).is_ok();
+    if !dropped && url.contains('@') {
+        return "<unparsable URL>".to_owned();
+    }
     if parsed.query().is_some() {
         let kept: Vec<(String, String)> = parsed
             .query_pairs()

@@ -108,7 +108,7 @@ pub fn run(args: &SimulateArgs) -> std::result::Result<(), Failure> {
         .collect::<Result<Vec<_>>>()?;
     let engine = match &args.redis {
         None => "embedded (in memory)".to_owned(),
-        Some(url) => format!("Redis at {url}"),
+        Some(url) => format!("Redis at {}", crate::without_credentials(url)),
     };
     let report = render(&scenario, &outcomes, &engine);
     std::io::stdout()

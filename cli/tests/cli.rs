@@ -844,3 +844,93 @@ fn simulate_with_a_window_of_a_year_holds_the_requests_not_the_seconds() {
     let (allowed, _, most, _) = summary_row(&report, "sliding log");
     assert_eq!((allowed, most), (3 * 600, 600), "{report}");
 }
+
+/// No password reaches the output: not in `--help` (which showed
+/// SLIDELIMIT_REDIS_URL's value), not for a URL whose `//` is missing (the
+/// URL type keeps its user and password), not in simulate's engine line.
+#[test]
+fn no_password_is_printed_by_help_a_hostless_url_or_simulate() {
+    for cmd in ["acquire", "peek", "reset", "check-server"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_slidelimit"))
+            .args([cmd, "--help"])
+            .env("SLIDELIMIT_REDIS_URL", "redis://alice:s3cret@127.0.0.1:1/")
+            .output()
+            .expect("run the slidelimit binary");
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stdout(&out).contains("SLIDELIMIT_REDIS_URL"),
+            "{}",
+            stdout(&out)
+        );
+        assert!(!stdout(&out).contains("s3cret"), "{cmd}: {}", stdout(&out));
+    }
+    for url in [
+        "redis:alice:s3cret@127.0.0.1:1",
+        "redis:/alice:s3cret@127.0.0.1:1",
+        "redis:///alice:s3cret@127.0.0.1:1",
+    ] {
+        let out = slidelimit(&["check-server", "--timeout-ms", "500", "--redis", url]);
+        assert_ne!(out.status.code(), Some(0), "{url}");
+        let text = stdout(&out) + &stderr(&out);
+        assert!(!text.contains("s3cret"), "{url}: {text}");
+    }
+    // The test Redis's default user has no password: any password works.
+    let url = common::redis_url().replacen("redis://", "redis://default:s3cret@", 1);
+    let ns = common::unique_namespace("cli-sim-url");
+    let out = slidelimit(&[
+        "simulate",
+        "--workers",
+        "1",
+        "--redis",
+        &url,
+        "--namespace",
+        &ns,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("engine: Redis at redis://"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!stdout(&out).contains("s3cret"), "{}", stdout(&out));
+}
+
+/// A reader that goes before the decision is printed (`| head -0`): the
+/// permit is taken either way, so the exit status still tells the decision,
+/// and nothing panics (exit 101).
+#[test]
+fn a_reader_that_has_gone_leaves_the_exit_status_to_the_decision() {
+    let ns = common::unique_namespace("cli-pipe");
+    let url = common::redis_url();
+    for cmd in ["acquire", "reset"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_slidelimit"))
+            .args([
+                cmd,
+                "--resource",
+                "geocode",
+                "--redis",
+                &url,
+                "--namespace",
+                &ns,
+            ])
+            .args(["--tenant", "t", "--window-ms", "60000"])
+            .args(if cmd == "acquire" {
+                &["--limit", "5"][..]
+            } else {
+                &[][..]
+            })
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run the slidelimit binary");
+        // Closed before the binary can have connected to Redis.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait for slidelimit");
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains("panicked"),
+            "{cmd}: {}",
+            stderr(&out)
+        );
+    }
+}
