@@ -75,7 +75,9 @@ func (s MetricSpec) clone() MetricSpec {
 }
 
 // WaitSeconds is what a denied decision adds to ratelimit_wait_seconds: its
-// retry-after in seconds, converted by core as in every binding.
+// retry-after in seconds, converted by core as in every binding. NaN when
+// core cannot be reached (without cgo: no wasm instance), which an
+// observer must not record: one NaN would make the histogram's sum NaN.
 func (d Decision) WaitSeconds() float64 {
 	return metricWaitSecondsOf(d.RetryAfterMs)
 }

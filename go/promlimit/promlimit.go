@@ -17,6 +17,7 @@ package promlimit
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -107,5 +108,7 @@ func (m *Metrics) ObserveAcquire(e slidelimit.AcquireEvent) {
 	if e.Local {
 		m.localDenied.WithLabelValues(labels...).Inc()
 	}
-	m.wait.WithLabelValues(e.Resource).Observe(e.Decision.WaitSeconds())
+	if wait := e.Decision.WaitSeconds(); !math.IsNaN(wait) {
+		m.wait.WithLabelValues(e.Resource).Observe(wait)
+	}
 }
