@@ -636,6 +636,14 @@ fn arguments_are_checked_before_redis_and_json_errors_are_json() {
         "{}",
         stderr(&out)
     );
+    // simulate too (it used to say "Invalid database number").
+    let out = slidelimit(&["simulate", "--redis", &two]);
+    assert_eq!(out.status.code(), Some(11), "{}", stderr(&out));
+    assert!(
+        stderr(&out).starts_with("error: invalid_argument: redis: holds several URLs"),
+        "{}",
+        stderr(&out)
+    );
 
     // Only a good call reaches for Redis, and is unavailable.
     let out = run("acquire", "t", &["--limit", "5", "--json"]);
