@@ -118,6 +118,8 @@ def test_a_tenant_left_out_null_or_with_a_lone_surrogate_is_the_bindings_refusal
             *requests,
         ]
     )
+    # One reply per request: a session ended early (exit 0) must not shorten the loop.
+    assert len(out) == 2 + len(requests), out
     for request, line in zip(requests, out[2:]):
         reply = json.loads(line)
         assert (reply["error"], reply["field"]) == ("invalid_argument", "tenant"), (request, reply)
