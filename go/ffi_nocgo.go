@@ -469,8 +469,12 @@ func newPolicyHandle(namespace, resource string, specs []limitSpec) (*policyHand
 	return h, nil
 }
 
-// policyArraysSize is the bytes policyArrays lays out for n limits.
-func policyArraysSize(n int) int { return 29 * max(n, 1) }
+// policyArraysSize is the bytes policyArrays lays out for n limits: up to
+// the end of its last array, the given flags (1 byte each).
+func policyArraysSize(n int) int {
+	_, _, _, _, given := policyArrays(0, n)
+	return int(given) + max(n, 1)
+}
 
 // policyArrays lays out, from base (8-aligned), the arrays of
 // slidelimit_policy_new_limits for n limits, at least one entry each so

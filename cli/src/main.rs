@@ -228,16 +228,23 @@ impl Target {
         if self.cluster {
             let urls: Vec<&str> = self.redis.split(',').map(str::trim).collect();
             blocking::Limiter::connect_cluster(&urls, policy, options)
-        } else if self.redis.contains(',') {
-            // Else redis-rs reads the rest of the list as the database number.
-            Err(Error::invalid(
-                "redis",
-                "holds several URLs; give --cluster for a Cluster's seed URLs",
-            ))
         } else {
-            blocking::Limiter::connect(&self.redis, policy, options)
+            let url = one_url(&self.redis, "give --cluster for a Cluster's seed URLs")?;
+            blocking::Limiter::connect(url, policy, options)
         }
     }
+}
+
+/// `url`, refused when it is a comma-separated list (else redis-rs reads the
+/// rest of the list as the database number); `hint` says what to do instead.
+pub(crate) fn one_url<'a>(url: &'a str, hint: &str) -> slidelimit::Result<&'a str> {
+    if url.contains(',') {
+        return Err(Error::invalid(
+            "redis",
+            format!("holds several URLs; {hint}"),
+        ));
+    }
+    Ok(url)
 }
 
 /// `--limits` as core's limits. The syntax is this command's own; every

@@ -129,13 +129,7 @@ fn connect_workers(
         timeout: Duration::from_millis(args.timeout_ms),
         ..Options::default()
     };
-    if url.contains(',') {
-        // Else redis-rs reads the rest of the list as the database number.
-        return Err(Error::invalid(
-            "redis",
-            "holds several URLs; simulate runs on one standalone Redis",
-        ));
-    }
+    let url = crate::one_url(url, "simulate runs on one standalone Redis")?;
     let workers = (0..args.workers.min(MAX_CONNECTIONS))
         .map(|_| blocking::Limiter::connect(url, policy.clone(), options()))
         .collect::<Result<Vec<_>>>()?;
